@@ -1,0 +1,26 @@
+// Names of the allreduce algorithms. The numeric values cross the C control
+// API, so never renumber them.
+#ifndef TFDIST_CORE_COLLECTIVES_ALGORITHM_H_
+#define TFDIST_CORE_COLLECTIVES_ALGORITHM_H_
+
+#include <string>
+
+namespace tfdist {
+
+enum class AllreduceAlgorithm : int {
+  kAuto = 0,          // chosen per call by the cost model (cost_model.h)
+  kTree = 1,          // tree_allreduce.h
+  kButterfly = 2,     // butterfly_allreduce.h
+  kRing = 3,          // ring_allreduce.h
+  kRabenseifner = 4,  // rabenseifner_allreduce.h
+  kMpi = 5,           // MPI_Allreduce itself: the reference, not a Transport algorithm
+};
+
+const char* AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
+// Parses "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi"; false if
+// the name is none of them.
+bool ParseAllreduceAlgorithm(const std::string& name, AllreduceAlgorithm* out);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_ALGORITHM_H_

@@ -1,0 +1,23 @@
+// In-place allreduce over a Transport with a named algorithm. Every algorithm
+// accepts any group size P >= 1, count 0 and count < P, and every reducible
+// DataType (float16/bfloat16 are reduced pairwise through float32).
+#ifndef TFDIST_CORE_COLLECTIVES_ALLREDUCE_H_
+#define TFDIST_CORE_COLLECTIVES_ALLREDUCE_H_
+
+#include <cstddef>
+
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+// `algorithm` must be kTree, kButterfly, kRing or kRabenseifner; kAuto and
+// kMpi are resolved by the caller (the runtime) before it gets here.
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    void* buffer, size_t count, DataType dtype, ReduceOp op);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_ALLREDUCE_H_

@@ -1,0 +1,46 @@
+// Butterfly allreduce (recursive doubling).
+//
+// For P a power of two: in round k = 0 .. log2(P)-1 every rank exchanges its
+// whole current vector with rank XOR 2^k and reduces what it receives into
+// its own. After log2(P) rounds every rank holds the full result. Partners
+// combine the same two operands (a op b versus b op a, and every op is
+// commutative), so all ranks end with identical bits.
+// Other P: PowerOfTwoFold (power_of_two_fold.h) folds the extra ranks into
+// partners first and sends them the result afterwards.
+//
+// Steps: log2(p2) exchange rounds (+ 2 fold messages when P != p2).
+// Bytes on the wire per rank: sends and receives m per round, m*log2(p2) in
+// total (+ m for fold partners).
+// Time: T_bfly = log2(P) * (L + m*G) (+ 2 * (L + m*G) for the fold): the
+// fewest rounds, so the best for small, latency-bound messages.
+#include "cc/core/collectives/butterfly_allreduce.h"
+
+#include "cc/core/collectives/collective_tags.h"
+#include "cc/core/collectives/power_of_two_fold.h"
+#include "cc/core/collectives/reduction.h"
+#include "cc/core/collectives/thread_scratch.h"
+
+namespace tfdist {
+
+Status ButterflyAllreduce(Transport& transport, void* buffer, size_t count,
+                          DataType dtype, ReduceOp op) {
+  TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
+  if (transport.size() == 1 || count == 0) return Status::OK();
+
+  const size_t bytes = count * DataTypeSize(dtype);
+  unsigned char* incoming = ThreadScratch(bytes);
+  const PowerOfTwoFold fold(transport.rank(), transport.size());
+  TFDIST_RETURN_IF_ERROR(
+      fold.Fold(transport, buffer, incoming, count, dtype, op));
+  if (fold.participates()) {
+    for (int mask = 1; mask < fold.group_size(); mask <<= 1) {
+      const int peer = fold.RealRank(fold.virtual_rank() ^ mask);
+      TFDIST_RETURN_IF_ERROR(transport.SendRecv(peer, buffer, bytes, peer,
+                                                incoming, bytes, kButterflyTag));
+      ReduceInto(buffer, incoming, count, dtype, op);
+    }
+  }
+  return fold.Unfold(transport, buffer, bytes);
+}
+
+}  // namespace tfdist

@@ -1,0 +1,138 @@
+#include "cc/core/collectives/reduction.h"
+
+#include <cstdint>
+#include <string>
+
+#include "cc/core/half.h"
+
+namespace tfdist {
+namespace {
+
+// The operators, applied to one pair of elements. Sum and Product are only
+// instantiated with unsigned or floating types (signed integers are reduced
+// through their unsigned twin so that overflow wraps instead of being UB);
+// the static_cast undoes the promotion of uint8_t to int.
+struct SumOp {
+  template <typename T>
+  static T Apply(T a, T b) { return static_cast<T>(a + b); }
+};
+struct ProductOp {
+  template <typename T>
+  static T Apply(T a, T b) { return static_cast<T>(a * b); }
+};
+struct MinOp {
+  template <typename T>
+  static T Apply(T a, T b) { return b < a ? b : a; }
+};
+struct MaxOp {
+  template <typename T>
+  static T Apply(T a, T b) { return a < b ? b : a; }
+};
+
+// The inner loops: no calls, no branches on dtype or op, restrict pointers,
+// so that the compiler vectorises them.
+template <typename Op, typename T>
+void ReduceLoop(void* accumulator, const void* incoming, size_t count) {
+  T* __restrict acc = static_cast<T*>(accumulator);
+  const T* __restrict in = static_cast<const T*>(incoming);
+  for (size_t i = 0; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]);
+}
+
+// 16-bit floats: widen both operands, combine in float32, round back.
+template <typename Op, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ReduceHalfLoop(void* accumulator, const void* incoming, size_t count) {
+  uint16_t* __restrict acc = static_cast<uint16_t*>(accumulator);
+  const uint16_t* __restrict in = static_cast<const uint16_t*>(incoming);
+  for (size_t i = 0; i < count; ++i) {
+    acc[i] = FromFloat(Op::Apply(ToFloat(acc[i]), ToFloat(in[i])));
+  }
+}
+
+// Integers: Sum and Product run on the unsigned type of the same width
+// (identical bits, defined wrap-around); Min and Max need the signed order.
+template <typename Signed, typename Unsigned>
+void ReduceInteger(void* acc, const void* in, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ReduceLoop<SumOp, Unsigned>(acc, in, count);
+    case ReduceOp::kProduct: return ReduceLoop<ProductOp, Unsigned>(acc, in, count);
+    case ReduceOp::kMin: return ReduceLoop<MinOp, Signed>(acc, in, count);
+    case ReduceOp::kMax: return ReduceLoop<MaxOp, Signed>(acc, in, count);
+  }
+}
+
+template <typename Float>
+void ReduceFloat(void* acc, const void* in, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ReduceLoop<SumOp, Float>(acc, in, count);
+    case ReduceOp::kProduct: return ReduceLoop<ProductOp, Float>(acc, in, count);
+    case ReduceOp::kMin: return ReduceLoop<MinOp, Float>(acc, in, count);
+    case ReduceOp::kMax: return ReduceLoop<MaxOp, Float>(acc, in, count);
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ReduceHalf(void* acc, const void* in, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ReduceHalfLoop<SumOp, ToFloat, FromFloat>(acc, in, count);
+    case ReduceOp::kProduct:
+      return ReduceHalfLoop<ProductOp, ToFloat, FromFloat>(acc, in, count);
+    case ReduceOp::kMin:
+      return ReduceHalfLoop<MinOp, ToFloat, FromFloat>(acc, in, count);
+    case ReduceOp::kMax:
+      return ReduceHalfLoop<MaxOp, ToFloat, FromFloat>(acc, in, count);
+  }
+}
+
+bool IsKnownReduceOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+    case ReduceOp::kProduct:
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status CheckReducible(DataType dtype, ReduceOp op) {
+  if (DataTypeSize(dtype) == 0 || !IsReducible(dtype)) {
+    return Status::InvalidArgument(std::string("cannot reduce tensors of type ") +
+                                   DataTypeName(dtype));
+  }
+  if (!IsKnownReduceOp(op)) {
+    return Status::InvalidArgument("unknown reduce op " +
+                                   std::to_string(static_cast<int>(op)));
+  }
+  return Status::OK();
+}
+
+void ReduceInto(void* accumulator, const void* incoming, size_t count,
+                DataType dtype, ReduceOp op) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ReduceInteger<uint8_t, uint8_t>(accumulator, incoming, count, op);
+    case DataType::kInt8:
+      return ReduceInteger<int8_t, uint8_t>(accumulator, incoming, count, op);
+    case DataType::kInt32:
+      return ReduceInteger<int32_t, uint32_t>(accumulator, incoming, count, op);
+    case DataType::kInt64:
+      return ReduceInteger<int64_t, uint64_t>(accumulator, incoming, count, op);
+    case DataType::kFloat16:
+      return ReduceHalf<HalfToFloat, FloatToHalf>(accumulator, incoming, count, op);
+    case DataType::kBFloat16:
+      return ReduceHalf<BFloat16ToFloat, FloatToBFloat16>(accumulator, incoming,
+                                                          count, op);
+    case DataType::kFloat32:
+      return ReduceFloat<float>(accumulator, incoming, count, op);
+    case DataType::kFloat64:
+      return ReduceFloat<double>(accumulator, incoming, count, op);
+    case DataType::kBool:
+      return;  // not reducible; CheckReducible rejects it
+  }
+}
+
+}  // namespace tfdist

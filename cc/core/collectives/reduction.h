@@ -1,0 +1,34 @@
+// Element-wise reduction kernels: the only place that knows how to combine
+// two buffers of a DataType with a ReduceOp. Every algorithm reduces through
+// ReduceInto, so all of them agree bit for bit.
+#ifndef TFDIST_CORE_COLLECTIVES_REDUCTION_H_
+#define TFDIST_CORE_COLLECTIVES_REDUCTION_H_
+
+#include <cstddef>
+
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+// OK when ReduceInto accepts (dtype, op); InvalidArgument otherwise (kBool,
+// or a value outside the enums).
+Status CheckReducible(DataType dtype, ReduceOp op);
+
+// accumulator[i] = accumulator[i] (op) incoming[i] for i in [0, count).
+//  * Integers wrap on overflow (two's complement), Min/Max compare signed
+//    values for the signed types.
+//  * float16 and bfloat16 are widened to float32 per element, combined, and
+//    rounded back to nearest even: one rounding per pairwise combination.
+//  * Min/Max of floats follow `incoming < accumulator ? incoming : accumulator`
+//    (and the mirror for Max): a NaN in `incoming` is ignored, a NaN in
+//    `accumulator` is kept. Every algorithm combines the same pairs, so all
+//    ranks still end with the same bits.
+// The two buffers must not overlap. Precondition: CheckReducible(dtype, op)
+// is OK; otherwise the call does nothing.
+void ReduceInto(void* accumulator, const void* incoming, size_t count,
+                DataType dtype, ReduceOp op);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_REDUCTION_H_

@@ -1,0 +1,27 @@
+#ifndef TFDIST_CORE_COLLECTIVES_RING_ALLREDUCE_H_
+#define TFDIST_CORE_COLLECTIVES_RING_ALLREDUCE_H_
+
+#include <cstddef>
+
+#include "cc/core/collectives/ring_pipeline.h"
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+// In-place allreduce of `count` elements of `buffer`; see ring_allreduce.cc
+// for the steps and their cost. Any group size, any count (0 included).
+Status RingAllreduce(Transport& transport, void* buffer, size_t count,
+                     DataType dtype, ReduceOp op);
+
+// The same with an explicit segment bound (kDefaultRingSegmentBytes, 1 MiB,
+// above); every rank must pass the same value. Tests use tiny segments to
+// exercise the pipeline without huge buffers.
+Status RingAllreduceWithSegments(Transport& transport, void* buffer,
+                                 size_t count, DataType dtype, ReduceOp op,
+                                 size_t max_segment_bytes);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_RING_ALLREDUCE_H_

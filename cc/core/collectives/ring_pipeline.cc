@@ -1,0 +1,191 @@
+#include "cc/core/collectives/ring_pipeline.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "cc/core/collectives/reduction.h"
+#include "cc/core/collectives/thread_scratch.h"
+
+namespace tfdist {
+namespace {
+
+int Modulo(int value, int modulus) {
+  const int remainder = value % modulus;
+  return remainder < 0 ? remainder + modulus : remainder;
+}
+
+// Byte range of one segment of a chunk.
+struct Segment {
+  size_t offset;
+  size_t bytes;
+};
+
+class RingRun {
+ public:
+  RingRun(Transport& transport, unsigned char* buffer,
+          const RingSchedule& schedule)
+      : transport_(transport),
+        buffer_(buffer),
+        schedule_(schedule),
+        size_(transport.size()),
+        rank_(transport.rank()),
+        right_((rank_ + 1) % size_),
+        left_((rank_ - 1 + size_) % size_),
+        total_steps_(schedule.reduce_steps + schedule.copy_steps),
+        sends_by_step_(total_steps_ + 1) {
+    const size_t element_size = std::max<size_t>(schedule.element_size, 1);
+    segment_bytes_ =
+        std::max<size_t>(schedule.max_segment_bytes / element_size, 1) *
+        element_size;
+  }
+
+  Status Run() {
+    if (total_steps_ == 0) return Status::OK();
+    if (schedule_.reduce_steps > 0) {
+      size_t largest_chunk = 0;
+      for (int chunk = 0; chunk < size_; ++chunk) {
+        largest_chunk = std::max(largest_chunk, ChunkBytes(chunk));
+      }
+      const size_t slot_bytes = std::min(segment_bytes_, largest_chunk);
+      slots_[0] = ThreadScratch(2 * slot_bytes);
+      slots_[1] = slots_[0] + slot_bytes;
+    }
+
+    // Step 0 sends this rank's own (unreduced) chunk.
+    const int first_chunk = SentChunk(0);
+    for (size_t k = 0; k < SegmentCount(first_chunk); ++k) {
+      ForwardSegment(0, GetSegment(first_chunk, k));
+    }
+
+    Status result;
+    for (int step = 0; step < total_steps_ && result.ok(); ++step) {
+      result = step < schedule_.reduce_steps ? ReduceStep(step) : CopyStep(step);
+    }
+    // Even after a failure, every started send is finished before returning,
+    // so the caller may free the buffer.
+    for (int step = 0; step <= total_steps_; ++step) {
+      Status status = WaitForSends(step);
+      if (result.ok()) result = status;
+    }
+    return result;
+  }
+
+ private:
+  int SentChunk(int step) const {
+    return Modulo(rank_ + schedule_.shift - step, size_);
+  }
+  int ReceivedChunk(int step) const { return SentChunk(step + 1); }
+
+  size_t ChunkBytes(int chunk) const {
+    return schedule_.chunk_offsets[chunk + 1] - schedule_.chunk_offsets[chunk];
+  }
+  size_t SegmentCount(int chunk) const {
+    return (ChunkBytes(chunk) + segment_bytes_ - 1) / segment_bytes_;
+  }
+  Segment GetSegment(int chunk, size_t index) const {
+    const size_t begin = index * segment_bytes_;
+    return {schedule_.chunk_offsets[chunk] + begin,
+            std::min(segment_bytes_, ChunkBytes(chunk) - begin)};
+  }
+
+  // A segment finished in step `step - 1` is sent in step `step`; the last
+  // step's segments go nowhere.
+  void ForwardSegment(int step, const Segment& segment) {
+    if (step >= total_steps_) return;
+    sends_by_step_[step].push_back(transport_.StartSend(
+        right_, buffer_ + segment.offset, segment.bytes, schedule_.tag));
+  }
+
+  Status WaitForSends(int step) {
+    Status result;
+    for (auto& send : sends_by_step_[step]) {
+      Status status = send->Wait();
+      if (result.ok()) result = status;
+    }
+    sends_by_step_[step].clear();
+    return result;
+  }
+
+  // A chunk about to be overwritten may still be the source of a send from
+  // an earlier step (the same chunk index comes round every P steps).
+  Status WaitForSendsReading(int chunk, int step) {
+    for (int earlier = step; earlier >= 0; --earlier) {
+      if (SentChunk(earlier) == chunk) {
+        TFDIST_RETURN_IF_ERROR(WaitForSends(earlier));
+      }
+    }
+    return Status::OK();
+  }
+
+  Status ReduceStep(int step) {
+    const int chunk = ReceivedChunk(step);
+    TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
+    const size_t segments = SegmentCount(chunk);
+    const size_t element_size = schedule_.element_size;
+    std::unique_ptr<PendingOp> receives[2];
+    auto post_receive = [&](size_t k) {
+      receives[k % 2] = transport_.StartRecv(left_, slots_[k % 2],
+                                             GetSegment(chunk, k).bytes,
+                                             schedule_.tag);
+    };
+    for (size_t k = 0; k < std::min<size_t>(segments, 2); ++k) post_receive(k);
+    for (size_t k = 0; k < segments; ++k) {
+      TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
+      const Segment segment = GetSegment(chunk, k);
+      // Segment k+1 is in flight into the other slot while this one reduces.
+      ReduceInto(buffer_ + segment.offset, slots_[k % 2],
+                 segment.bytes / element_size, schedule_.dtype, schedule_.op);
+      ForwardSegment(step + 1, segment);
+      if (k + 2 < segments) post_receive(k + 2);
+    }
+    return Status::OK();
+  }
+
+  Status CopyStep(int step) {
+    const int chunk = ReceivedChunk(step);
+    TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
+    const size_t segments = SegmentCount(chunk);
+    // Received straight into place, so every segment can be in flight.
+    std::vector<std::unique_ptr<PendingOp>> receives;
+    receives.reserve(segments);
+    for (size_t k = 0; k < segments; ++k) {
+      const Segment segment = GetSegment(chunk, k);
+      receives.push_back(transport_.StartRecv(left_, buffer_ + segment.offset,
+                                              segment.bytes, schedule_.tag));
+    }
+    for (size_t k = 0; k < segments; ++k) {
+      TFDIST_RETURN_IF_ERROR(receives[k]->Wait());
+      ForwardSegment(step + 1, GetSegment(chunk, k));
+    }
+    return Status::OK();
+  }
+
+  Transport& transport_;
+  unsigned char* const buffer_;
+  const RingSchedule& schedule_;
+  const int size_;
+  const int rank_;
+  const int right_;
+  const int left_;
+  const int total_steps_;
+  size_t segment_bytes_;
+  unsigned char* slots_[2] = {nullptr, nullptr};
+  // Sends started for step s, kept until the chunk they read is overwritten
+  // or the run ends. Index total_steps_ stays empty (nothing is forwarded
+  // past the last step) and only keeps the indexing simple.
+  std::vector<std::vector<std::unique_ptr<PendingOp>>> sends_by_step_;
+};
+
+}  // namespace
+
+Status RunRingSchedule(Transport& transport, void* buffer,
+                       const RingSchedule& schedule) {
+  if (transport.size() == 1) return Status::OK();
+  if (static_cast<int>(schedule.chunk_offsets.size()) != transport.size() + 1) {
+    return Status::InvalidArgument("ring schedule needs one chunk per rank");
+  }
+  RingRun run(transport, static_cast<unsigned char*>(buffer), schedule);
+  return run.Run();
+}
+
+}  // namespace tfdist

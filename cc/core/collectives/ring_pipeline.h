@@ -1,0 +1,57 @@
+// The segmented ring that ring allreduce, ring reduce-scatter and ring
+// allgather all run on, so the pipelining logic exists once.
+//
+// The buffer is cut into P chunks (byte ranges given by the caller). In step
+// t = 0, 1, ... every rank sends chunk (rank + shift - t) mod P to its right
+// neighbour and receives chunk (rank + shift - t - 1) mod P from its left
+// neighbour. The first `reduce_steps` steps reduce what arrives into the
+// chunk; the `copy_steps` after them receive straight into it. The chunk a
+// rank sends in step t+1 is the one it received in step t, so:
+//  * allreduce: shift 0, P-1 reduce steps, then P-1 copy steps; after the
+//    reduce steps rank r owns the reduced chunk r+1, which the copy steps
+//    pass around the ring;
+//  * reduce-scatter: shift -1, P-1 reduce steps; rank r ends owning chunk r;
+//  * allgather: shift 0, P-1 copy steps.
+//
+// Segmentation (Gloo's scheme): each chunk travels as segments of at most
+// max_segment_bytes. A segment is forwarded to the right as soon as it has
+// been reduced (or has arrived, in copy steps), so the whole ring is a
+// pipeline at segment granularity. In reduce steps two receives are in flight
+// into two scratch slots: segment k+1 is arriving while segment k is reduced,
+// straight from its slot into the user buffer.
+#ifndef TFDIST_CORE_COLLECTIVES_RING_PIPELINE_H_
+#define TFDIST_CORE_COLLECTIVES_RING_PIPELINE_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+// Gloo's segment bound: large enough to amortise per-message latency, small
+// enough that the two in-flight segments stay in cache-sized scratch.
+constexpr size_t kDefaultRingSegmentBytes = size_t{1} << 20;
+
+struct RingSchedule {
+  // P + 1 non-decreasing byte offsets: chunk c is [offsets[c], offsets[c+1]).
+  // Every boundary must be a multiple of element_size. Identical on all ranks.
+  std::vector<size_t> chunk_offsets;
+  size_t element_size = 1;
+  int shift = 0;
+  int reduce_steps = 0;
+  int copy_steps = 0;
+  DataType dtype = DataType::kUInt8;  // used by reduce steps only
+  ReduceOp op = ReduceOp::kSum;       // used by reduce steps only
+  size_t max_segment_bytes = kDefaultRingSegmentBytes;
+  int tag = 0;
+};
+
+Status RunRingSchedule(Transport& transport, void* buffer,
+                       const RingSchedule& schedule);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_RING_PIPELINE_H_

@@ -1,0 +1,19 @@
+#ifndef TFDIST_CORE_COLLECTIVES_TREE_ALLREDUCE_H_
+#define TFDIST_CORE_COLLECTIVES_TREE_ALLREDUCE_H_
+
+#include <cstddef>
+
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+// In-place allreduce of `count` elements of `buffer`; see tree_allreduce.cc
+// for the steps and their cost. Any group size, any count (0 included).
+Status TreeAllreduce(Transport& transport, void* buffer, size_t count,
+                     DataType dtype, ReduceOp op);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_TREE_ALLREDUCE_H_

@@ -1,0 +1,87 @@
+#include "cc/core/runtime/calibration.h"
+
+#include <cstdio>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "cc/core/collectives/broadcast.h"
+#include "cc/core/transport/mpi_wait.h"
+
+namespace tfdist {
+
+namespace {
+
+// The measurement is between ranks 0 and 1, so it depends on which hosts
+// they run on; the cache file is named after both.
+Status CacheFileName(MpiTransport& transport, const std::string& dir, std::string* out) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  char peer[MPI_MAX_PROCESSOR_NAME] = {0};
+  if (transport.rank() == 1) {
+    TFDIST_RETURN_IF_ERROR(transport.Send(0, name, sizeof name, 0));
+  } else if (transport.rank() == 0) {
+    TFDIST_RETURN_IF_ERROR(transport.Recv(1, peer, sizeof peer, 0));
+  }
+  *out = dir + "/linkcost-" + std::string(name) + "-" + std::string(peer) + ".txt";
+  return Status::OK();
+}
+
+bool ReadCache(const std::string& file, LinkCost* out) {
+  std::ifstream in(file);
+  LinkCost cost{};
+  if (!(in >> cost.latency_s >> cost.seconds_per_byte)) return false;
+  if (cost.latency_s <= 0 || cost.seconds_per_byte <= 0) return false;
+  *out = cost;
+  return true;
+}
+
+void WriteCache(const std::string& file, const LinkCost& cost) {
+  // Write then rename, so that a reader never sees half a file.
+  const std::string temporary = file + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream outfile(temporary);
+    outfile.precision(17);
+    outfile << cost.latency_s << " " << cost.seconds_per_byte << "\n";
+    if (!outfile) return;
+  }
+  std::rename(temporary.c_str(), file.c_str());
+}
+
+}  // namespace
+
+Status CalibrateLinkCost(MpiTransport& transport, const RuntimeConfig& config,
+                         LinkCost* out) {
+  if (config.latency_seconds > 0 && config.seconds_per_byte > 0) {
+    *out = LinkCost{config.latency_seconds, config.seconds_per_byte};
+    return Status::OK();
+  }
+  if (transport.size() == 1) return MeasureLinkCost(transport, out);
+
+  std::string cache_file;
+  if (!config.calibration_cache_dir.empty()) {
+    TFDIST_RETURN_IF_ERROR(CacheFileName(transport, config.calibration_cache_dir, &cache_file));
+  }
+  // Rank 0 says whether it found a cached value, and which.
+  struct {
+    double latency_s;
+    double seconds_per_byte;
+    int found;
+  } cached{0, 0, 0};
+  if (transport.rank() == 0 && !cache_file.empty()) {
+    LinkCost cost{};
+    if (ReadCache(cache_file, &cost)) cached = {cost.latency_s, cost.seconds_per_byte, 1};
+  }
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, &cached, sizeof cached, 0));
+  if (cached.found) {
+    *out = LinkCost{cached.latency_s, cached.seconds_per_byte};
+    return Status::OK();
+  }
+  TFDIST_RETURN_IF_ERROR(MeasureLinkCost(transport, out));
+  if (transport.rank() == 0 && !cache_file.empty()) WriteCache(cache_file, *out);
+  return Status::OK();
+}
+
+}  // namespace tfdist

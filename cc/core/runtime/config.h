@@ -1,0 +1,39 @@
+// The runtime's settings. Python reads the TFDIST_* environment variables and
+// init() arguments once (tfdist/config.py) and hands the result over as one
+// "key=value;key=value" string; this is the only place that parses it.
+#ifndef TFDIST_CORE_RUNTIME_CONFIG_H_
+#define TFDIST_CORE_RUNTIME_CONFIG_H_
+
+#include <cstddef>
+#include <string>
+
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+struct RuntimeConfig {
+  // Used when an allreduce asks for no algorithm of its own.
+  AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
+  // Fusion buffer size in bytes; 0 turns fusion off.
+  size_t fusion_threshold_bytes = 64 << 20;
+  // Longest pause between negotiation rounds while requests wait.
+  double cycle_time_ms = 1.0;
+  // Response cache capacity (tensors); 0 turns the cache off.
+  size_t cache_capacity = 1024;
+  double stall_check_seconds = 60.0;
+  // 0 means never: the job keeps waiting after reporting the stall.
+  double stall_shutdown_seconds = 0.0;
+  // Link cost for the "auto" choice; negative means "measure or read the cache".
+  double latency_seconds = -1.0;
+  double seconds_per_byte = -1.0;
+  std::string calibration_cache_dir;  // empty: do not cache the measurement
+  std::string timeline_path;          // empty: no timeline
+  bool debug_log = false;             // one line per collective on stderr
+
+  static Status Parse(const std::string& text, RuntimeConfig* out);
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_CONFIG_H_

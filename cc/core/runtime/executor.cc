@@ -1,0 +1,220 @@
+#include "cc/core/runtime/executor.h"
+
+#include <cstdio>
+#include <numeric>
+#include <string>
+
+#include "cc/core/collectives/allgather.h"
+#include "cc/core/collectives/allreduce.h"
+#include "cc/core/collectives/alltoall.h"
+#include "cc/core/collectives/broadcast.h"
+#include "cc/core/collectives/reducescatter.h"
+#include "cc/core/runtime/convert.h"
+#include "cc/core/transport/mpi_allreduce.h"
+#include "cc/core/transport/mpi_wait.h"
+
+namespace tfdist {
+
+namespace {
+
+size_t RowBytes(const TensorDescription& d) {
+  return static_cast<size_t>(d.row_elements()) * DataTypeSize(d.dtype);
+}
+
+std::vector<int64_t> WithFirstDimension(const TensorDescription& d, int64_t rows) {
+  std::vector<int64_t> shape = d.shape;
+  shape[0] = rows;
+  return shape;
+}
+
+}  // namespace
+
+AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
+                                               size_t bytes) const {
+  AllreduceAlgorithm algorithm =
+      requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
+  if (algorithm == AllreduceAlgorithm::kAuto) {
+    algorithm = ChooseAllreduce(transport_.size(), bytes, link_cost_);
+  }
+  return algorithm;
+}
+
+Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dtype,
+                                         ReduceOp op, AllreduceAlgorithm algorithm) {
+  if (algorithm == AllreduceAlgorithm::kMpi) {
+    return MpiNativeAllreduce(transport_.comm(), buffer, count, dtype, op);
+  }
+  return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
+}
+
+Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
+  const TensorDescription& d = group[0]->description;
+  const DataType accumulation = AccumulationType(d.dtype);
+  const size_t element = DataTypeSize(accumulation);
+  size_t total = 0;
+  for (const Request* r : group) total += static_cast<size_t>(r->description.num_elements());
+  const size_t bytes = total * element;
+  const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes);
+  const std::string& label = group[0]->name;
+
+  // One tensor reduced in its own type runs in its output buffer; anything
+  // else is packed into the fusion buffer, converted to the accumulation type.
+  const bool in_place = group.size() == 1 && accumulation == d.dtype;
+  void* buffer = group[0]->output;
+  int64_t start = timeline_.NowMicros();
+  if (in_place) {
+    ConvertScaled(group[0]->input, d.dtype, buffer, d.dtype, total, d.prescale);
+  } else {
+    if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
+    buffer = fusion_buffer_.data();
+    size_t offset = 0;
+    for (const Request* r : group) {
+      const size_t n = static_cast<size_t>(r->description.num_elements());
+      ConvertScaled(r->input, d.dtype, fusion_buffer_.data() + offset, accumulation,
+                    n, d.prescale);
+      offset += n * element;
+    }
+  }
+  timeline_.Complete(label, in_place ? "COPY_INPUT" : "FUSION_COPY_IN", start, group.size(), bytes, "");
+
+  start = timeline_.NowMicros();
+  Status status = ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
+  timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
+                     AllreduceAlgorithmName(algorithm));
+  if (!status.ok()) return status;
+
+  start = timeline_.NowMicros();
+  if (in_place) {
+    ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
+  } else {
+    size_t offset = 0;
+    for (Request* r : group) {
+      const size_t n = static_cast<size_t>(r->description.num_elements());
+      ConvertScaled(fusion_buffer_.data() + offset, accumulation, r->output, d.dtype,
+                    n, d.postscale);
+      offset += n * element;
+    }
+  }
+  timeline_.Complete(label, in_place ? "SCALE_OUTPUT" : "FUSION_COPY_OUT", start, group.size(), bytes, "");
+
+  stats_.allreduce_calls++;
+  stats_.tensors_reduced += group.size();
+  stats_.bytes_reduced += bytes;
+  stats_.algorithm_calls[static_cast<int>(algorithm)]++;
+  Log("allreduce", label, group.size(), bytes, AllreduceAlgorithmName(algorithm));
+  return Status::OK();
+}
+
+Status CollectiveExecutor::Allgather(Request& request,
+                                     const std::vector<TensorDescription>& per_rank) {
+  const TensorDescription& d = request.description;
+  const size_t row_bytes = RowBytes(d);
+  std::vector<size_t> bytes_per_rank(per_rank.size());
+  int64_t rows = 0;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    bytes_per_rank[r] = static_cast<size_t>(per_rank[r].shape[0]) * row_bytes;
+    rows += per_rank[r].shape[0];
+  }
+  void* output = nullptr;
+  TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
+  const int64_t start = timeline_.NowMicros();
+  TFDIST_RETURN_IF_ERROR(RingAllgatherv(transport_, request.input,
+                                        bytes_per_rank[transport_.rank()], output,
+                                        bytes_per_rank));
+  const size_t total = static_cast<size_t>(rows) * row_bytes;
+  timeline_.Complete(request.name, "ALLGATHER", start, 1, total, "ring");
+  stats_.allgather_calls++;
+  Log("allgather", request.name, 1, total, "ring");
+  return Status::OK();
+}
+
+Status CollectiveExecutor::Broadcast(Request& request) {
+  const TensorDescription& d = request.description;
+  const size_t bytes = static_cast<size_t>(d.num_elements()) * DataTypeSize(d.dtype);
+  if (transport_.rank() == d.root) {
+    ConvertScaled(request.input, d.dtype, request.output, d.dtype, d.num_elements(), 1.0);
+  }
+  const int64_t start = timeline_.NowMicros();
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport_, request.output, bytes, d.root));
+  timeline_.Complete(request.name, "BROADCAST", start, 1, bytes, "binomial");
+  stats_.broadcast_calls++;
+  Log("broadcast", request.name, 1, bytes, "binomial");
+  return Status::OK();
+}
+
+Status CollectiveExecutor::Alltoall(Request& request,
+                                    const std::vector<TensorDescription>& per_rank) {
+  const TensorDescription& d = request.description;
+  const int me = transport_.rank();
+  const size_t row_bytes = RowBytes(d);
+  std::vector<size_t> send_bytes(per_rank.size()), recv_bytes(per_rank.size());
+  std::vector<int64_t> received_splits(per_rank.size());
+  int64_t rows = 0;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    send_bytes[r] = static_cast<size_t>(d.splits[r]) * row_bytes;
+    received_splits[r] = per_rank[r].splits[me];
+    recv_bytes[r] = static_cast<size_t>(received_splits[r]) * row_bytes;
+    rows += received_splits[r];
+  }
+  void* output = nullptr;
+  TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
+  TFDIST_RETURN_IF_ERROR(request.report_splits(received_splits));
+  const int64_t start = timeline_.NowMicros();
+  TFDIST_RETURN_IF_ERROR(
+      PairwiseAlltoallv(transport_, request.input, send_bytes, output, recv_bytes));
+  const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
+  timeline_.Complete(request.name, "ALLTOALL", start, 1, total, "pairwise");
+  stats_.alltoall_calls++;
+  Log("alltoall", request.name, 1, total, "pairwise");
+  return Status::OK();
+}
+
+Status CollectiveExecutor::Reducescatter(Request& request) {
+  const TensorDescription& d = request.description;
+  const int size = transport_.size();
+  const int me = transport_.rank();
+  const int64_t rows = d.shape[0];
+  const size_t row_elements = static_cast<size_t>(d.row_elements());
+  // Rows split as evenly as possible; the first rows % P ranks get one more.
+  std::vector<size_t> counts(size);
+  size_t my_offset = 0;
+  int64_t my_rows = 0;
+  for (int r = 0; r < size; ++r) {
+    const int64_t rows_of_r = rows / size + (r < rows % size ? 1 : 0);
+    counts[r] = static_cast<size_t>(rows_of_r) * row_elements;
+    if (r < me) my_offset += counts[r];
+    if (r == me) my_rows = rows_of_r;
+  }
+  void* output = nullptr;
+  TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, my_rows), &output));
+  const DataType accumulation = AccumulationType(d.dtype);
+  const size_t element = DataTypeSize(accumulation);
+  const size_t total = static_cast<size_t>(d.num_elements());
+  if (fusion_buffer_.size() < total * element) fusion_buffer_.resize(total * element);
+  ConvertScaled(request.input, d.dtype, fusion_buffer_.data(), accumulation, total, d.prescale);
+  const int64_t start = timeline_.NowMicros();
+  TFDIST_RETURN_IF_ERROR(
+      RingReducescatter(transport_, fusion_buffer_.data(), counts, accumulation, d.op));
+  timeline_.Complete(request.name, "REDUCESCATTER", start, 1, total * element, "ring");
+  ConvertScaled(fusion_buffer_.data() + my_offset * element, accumulation, output, d.dtype,
+                counts[me], d.postscale);
+  stats_.reducescatter_calls++;
+  Log("reducescatter", request.name, 1, total * element, "ring");
+  return Status::OK();
+}
+
+Status CollectiveExecutor::Barrier() {
+  MPI_Request request;
+  int rc = MPI_Ibarrier(transport_.comm(), &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier");
+  return WaitAllPolitely(1, &request, "MPI_Ibarrier");
+}
+
+void CollectiveExecutor::Log(const char* what, const std::string& name, size_t tensors,
+                             size_t bytes, const char* detail) const {
+  if (!debug_log_) return;
+  std::fprintf(stderr, "tfdist[%d] %s '%s' tensors=%zu bytes=%zu algorithm=%s\n",
+               transport_.rank(), what, name.c_str(), tensors, bytes, detail);
+}
+
+}  // namespace tfdist

@@ -1,0 +1,59 @@
+// Runs negotiated collectives on this rank's buffers: packs fused tensors,
+// stages 16-bit floats in float32, applies scale factors, picks the
+// allreduce algorithm and hands the bytes to cc/core/collectives.
+#ifndef TFDIST_CORE_RUNTIME_EXECUTOR_H_
+#define TFDIST_CORE_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "cc/core/collectives/cost_model.h"
+#include "cc/core/runtime/request.h"
+#include "cc/core/runtime/stats.h"
+#include "cc/core/runtime/timeline.h"
+#include "cc/core/transport/mpi_transport.h"
+
+namespace tfdist {
+
+class CollectiveExecutor {
+ public:
+  CollectiveExecutor(MpiTransport& transport, const LinkCost& link_cost,
+                     AllreduceAlgorithm default_algorithm, bool debug_log,
+                     Stats& stats, Timeline& timeline)
+      : transport_(transport),
+        link_cost_(link_cost),
+        default_algorithm_(default_algorithm),
+        debug_log_(debug_log),
+        stats_(stats),
+        timeline_(timeline) {}
+
+  // The algorithm an allreduce of `bytes` (in the accumulation type) runs
+  // with when it asks for `requested`.
+  AllreduceAlgorithm Resolve(AllreduceAlgorithm requested, size_t bytes) const;
+
+  // All requests in `group` are allreduces that fusion.h allowed to share.
+  Status Allreduce(const std::vector<Request*>& group);
+  Status Allgather(Request& request, const std::vector<TensorDescription>& per_rank);
+  Status Broadcast(Request& request);
+  Status Alltoall(Request& request, const std::vector<TensorDescription>& per_rank);
+  Status Reducescatter(Request& request);
+  Status Barrier();
+
+ private:
+  Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
+                       AllreduceAlgorithm algorithm);
+  void Log(const char* what, const std::string& name, size_t tensors,
+           size_t bytes, const char* detail) const;
+
+  MpiTransport& transport_;
+  LinkCost link_cost_;
+  AllreduceAlgorithm default_algorithm_;
+  bool debug_log_;
+  Stats& stats_;
+  Timeline& timeline_;
+  std::vector<uint8_t> fusion_buffer_;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_EXECUTOR_H_

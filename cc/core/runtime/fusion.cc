@@ -1,0 +1,49 @@
+#include "cc/core/runtime/fusion.h"
+
+#include "cc/core/runtime/convert.h"
+
+namespace tfdist {
+
+namespace {
+
+bool CanShare(const TensorDescription& a, const TensorDescription& b) {
+  return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.algorithm == b.algorithm;
+}
+
+size_t AccumulationBytes(const TensorDescription& d) {
+  return static_cast<size_t>(d.num_elements()) *
+         DataTypeSize(AccumulationType(d.dtype));
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> PlanFusion(
+    const std::vector<const TensorDescription*>& descriptions,
+    size_t threshold_bytes) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<size_t> group_bytes;
+  for (size_t i = 0; i < descriptions.size(); ++i) {
+    const TensorDescription& d = *descriptions[i];
+    const size_t bytes = AccumulationBytes(d);
+    bool placed = false;
+    if (d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes) {
+      for (size_t g = 0; g < groups.size() && !placed; ++g) {
+        const TensorDescription& first = *descriptions[groups[g][0]];
+        if (first.type == CollectiveType::kAllreduce && CanShare(first, d) &&
+            group_bytes[g] + bytes <= threshold_bytes) {
+          groups[g].push_back(i);
+          group_bytes[g] += bytes;
+          placed = true;
+        }
+      }
+    }
+    if (!placed) {
+      groups.push_back({i});
+      group_bytes.push_back(bytes);
+    }
+  }
+  return groups;
+}
+
+}  // namespace tfdist

@@ -1,0 +1,24 @@
+// Which ready allreduces share one fusion buffer. Tensors can share when
+// they reduce the same way (dtype, op, scale factors, algorithm); a group
+// holds at most `threshold_bytes` (measured in the accumulation type); a
+// tensor larger than that runs alone. threshold 0 turns fusion off.
+// Deterministic, so every rank forms the same groups from the same list.
+#ifndef TFDIST_CORE_RUNTIME_FUSION_H_
+#define TFDIST_CORE_RUNTIME_FUSION_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "cc/core/runtime/request.h"
+
+namespace tfdist {
+
+// Returns groups of indices into `descriptions`, in execution order. Every
+// index appears exactly once; non-allreduce collectives are groups of one.
+std::vector<std::vector<size_t>> PlanFusion(
+    const std::vector<const TensorDescription*>& descriptions,
+    size_t threshold_bytes);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_FUSION_H_

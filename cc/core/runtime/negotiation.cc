@@ -1,0 +1,267 @@
+#include "cc/core/runtime/negotiation.h"
+
+#include <algorithm>
+
+#include "cc/core/transport/mpi_wait.h"
+#include "cc/core/runtime/wire.h"
+
+namespace tfdist {
+
+namespace {
+
+// Flag bits in word 0 of the bit exchange. They are inverted ("no news")
+// so that one bitwise AND answers "does anybody have news?".
+constexpr uint64_t kNoNews = 1u << 0;
+constexpr uint64_t kNoShutdown = 1u << 1;
+
+bool SameDescription(const TensorDescription& a, const TensorDescription& b) {
+  return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
+         a.op == b.op && a.root == b.root && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.algorithm == b.algorithm &&
+         a.splits == b.splits;
+}
+
+void WriteDescription(ByteWriter& w, const TensorDescription& d) {
+  w.Put<int32_t>(static_cast<int32_t>(d.type));
+  w.Put<int32_t>(static_cast<int32_t>(d.dtype));
+  w.PutVector(d.shape);
+  w.Put<int32_t>(static_cast<int32_t>(d.op));
+  w.Put<int32_t>(d.root);
+  w.Put<double>(d.prescale);
+  w.Put<double>(d.postscale);
+  w.Put<int32_t>(static_cast<int32_t>(d.algorithm));
+  w.PutVector(d.splits);
+}
+
+TensorDescription ReadDescription(ByteReader& r) {
+  TensorDescription d;
+  d.type = static_cast<CollectiveType>(r.Get<int32_t>());
+  d.dtype = static_cast<DataType>(r.Get<int32_t>());
+  d.shape = r.GetVector<int64_t>();
+  d.op = static_cast<ReduceOp>(r.Get<int32_t>());
+  d.root = r.Get<int32_t>();
+  d.prescale = r.Get<double>();
+  d.postscale = r.Get<double>();
+  d.algorithm = static_cast<AllreduceAlgorithm>(r.Get<int32_t>());
+  d.splits = r.GetVector<int64_t>();
+  return d;
+}
+
+}  // namespace
+
+Status Negotiator::Create(MPI_Comm comm, size_t cache_capacity,
+                          std::unique_ptr<Negotiator>* out) {
+  MPI_Comm duplicate;
+  int rc = MPI_Comm_dup(comm, &duplicate);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_dup for negotiation");
+  *out = std::make_unique<Negotiator>(duplicate, cache_capacity);
+  return Status::OK();
+}
+
+Negotiator::Negotiator(MPI_Comm duplicate, size_t cache_capacity)
+    : comm_(duplicate), cache_capacity_(cache_capacity) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+Negotiator::~Negotiator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
+Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
+                         RoundResult* result) {
+  result->ready.clear();
+  result->shutdown = false;
+
+  // Carry-overs from an invalidated cache slot come first, then what is new.
+  std::vector<Announcement> news = std::move(carry_over_);
+  carry_over_.clear();
+  for (Announcement& a : fresh) {
+    auto slot = cache_slot_of_.find(a.name);
+    if (slot != cache_slot_of_.end() &&
+        SameDescription(cache_[slot->second].per_rank[rank_], a.description)) {
+      const int index = slot->second;
+      my_pending_bits_[index / 64] |= uint64_t{1} << (index % 64);
+      my_pending_cached_[index] = std::move(a);
+    } else {
+      news.push_back(std::move(a));
+    }
+  }
+
+  bool anyone_has_news = false;
+  std::vector<int> ready_slots;
+  TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown,
+                                      &anyone_has_news, &result->shutdown,
+                                      &ready_slots));
+  for (int index : ready_slots) {
+    const CacheSlot& slot = cache_[index];
+    result->ready.push_back(ReadyTensor{slot.name, slot.per_rank});
+    my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+    my_pending_cached_.erase(index);
+  }
+  if (!anyone_has_news) {
+    ++cached_rounds_;
+    return Status::OK();
+  }
+
+  ++full_rounds_;
+  std::vector<std::vector<uint8_t>> per_rank;
+  TFDIST_RETURN_IF_ERROR(ExchangeAnnouncements(news, &per_rank));
+  for (int r = 0; r < size_; ++r) {
+    ByteReader reader(per_rank[r].data(), per_rank[r].size());
+    while (!reader.done()) {
+      Announcement a;
+      a.name = reader.GetString();
+      a.description = ReadDescription(reader);
+      if (reader.failed()) {
+        return Status::Internal("negotiation: malformed announcement from rank " +
+                                std::to_string(r));
+      }
+      Record(r, std::move(a));
+    }
+  }
+
+  std::vector<std::pair<uint64_t, std::string>> complete;
+  for (const auto& [name, entry] : table_) {
+    if (entry.seen_count == size_) complete.emplace_back(entry.first_seen_sequence, name);
+  }
+  std::sort(complete.begin(), complete.end());
+  for (const auto& [sequence, name] : complete) {
+    (void)sequence;
+    auto it = table_.find(name);
+    ReadyTensor tensor{name, std::move(it->second.per_rank)};
+    table_.erase(it);
+    RememberInCache(tensor);
+    result->ready.push_back(std::move(tensor));
+  }
+  return Status::OK();
+}
+
+void Negotiator::Record(int rank, Announcement a) {
+  // A rank that describes a cached tensor in full changed its description:
+  // forget the slot everywhere (every rank sees the same bytes, so every rank
+  // forgets it in this same round). Whoever still waits on it by bit says it
+  // again in full next round.
+  auto cached = cache_slot_of_.find(a.name);
+  if (cached != cache_slot_of_.end()) {
+    const int index = cached->second;
+    cache_slot_of_.erase(cached);
+    cache_[index].in_use = false;
+    auto mine = my_pending_cached_.find(index);
+    if (mine != my_pending_cached_.end()) {
+      my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+      carry_over_.push_back(std::move(mine->second));
+      my_pending_cached_.erase(mine);
+    }
+  }
+  Entry& entry = table_[a.name];
+  if (entry.per_rank.empty()) {
+    entry.per_rank.resize(size_);
+    entry.seen.assign(size_, false);
+    entry.first_seen_sequence = next_sequence_++;
+    entry.first_seen = std::chrono::steady_clock::now();
+  }
+  if (!entry.seen[rank]) {
+    entry.seen[rank] = true;
+    ++entry.seen_count;
+  }
+  entry.per_rank[rank] = std::move(a.description);
+}
+
+void Negotiator::RememberInCache(const ReadyTensor& tensor) {
+  if (cache_capacity_ == 0) return;
+  int index = -1;
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    if (!cache_[i].in_use) {
+      index = static_cast<int>(i);
+      break;
+    }
+  }
+  if (index < 0) {
+    if (cache_.size() >= cache_capacity_) return;
+    index = static_cast<int>(cache_.size());
+    cache_.emplace_back();
+    my_pending_bits_.resize((cache_.size() + 63) / 64, 0);
+  }
+  cache_[index] = CacheSlot{tensor.name, tensor.per_rank, true};
+  cache_slot_of_[tensor.name] = index;
+}
+
+Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown,
+                                bool* anyone_has_news, bool* anyone_shuts_down,
+                                std::vector<int>* ready_slots) {
+  // Word 0 holds the flags; the cache's bits follow. The cache has the same
+  // number of slots on every rank, so the vectors have the same length.
+  std::vector<uint64_t> words(1 + my_pending_bits_.size(), 0);
+  words[0] = (have_news ? 0 : kNoNews) | (want_shutdown ? 0 : kNoShutdown);
+  std::copy(my_pending_bits_.begin(), my_pending_bits_.end(), words.begin() + 1);
+  MPI_Request request;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
+                          MPI_UINT64_T, MPI_BAND, comm_, &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allreduce");
+  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allreduce"));
+  *anyone_has_news = !(words[0] & kNoNews);
+  *anyone_shuts_down = !(words[0] & kNoShutdown);
+  for (size_t w = 1; w < words.size(); ++w) {
+    for (uint64_t bits = words[w]; bits; bits &= bits - 1) {
+      ready_slots->push_back(static_cast<int>((w - 1) * 64 + __builtin_ctzll(bits)));
+    }
+  }
+  return Status::OK();
+}
+
+Status Negotiator::ExchangeAnnouncements(
+    const std::vector<Announcement>& news,
+    std::vector<std::vector<uint8_t>>* per_rank) {
+  ByteWriter writer;
+  for (const Announcement& a : news) {
+    writer.PutString(a.name);
+    WriteDescription(writer, a.description);
+  }
+  std::vector<uint8_t>& mine = writer.bytes();
+  int my_size = static_cast<int>(mine.size());
+  std::vector<int> sizes(size_);
+  MPI_Request request;
+  int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_,
+                          &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgather");
+  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgather"));
+
+  std::vector<int> offsets(size_, 0);
+  for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+  std::vector<uint8_t> all(offsets[size_ - 1] + sizes[size_ - 1]);
+  rc = MPI_Iallgatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(),
+                       offsets.data(), MPI_BYTE, comm_, &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgatherv");
+  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgatherv"));
+
+  per_rank->assign(size_, {});
+  for (int r = 0; r < size_; ++r) {
+    (*per_rank)[r].assign(all.begin() + offsets[r], all.begin() + offsets[r] + sizes[r]);
+  }
+  return Status::OK();
+}
+
+void Negotiator::AnnounceCachedInFull() {
+  for (auto& [index, announcement] : my_pending_cached_) {
+    my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+    carry_over_.push_back(std::move(announcement));
+  }
+  my_pending_cached_.clear();
+}
+
+std::vector<WaitingTensor> Negotiator::Waiting() const {
+  std::vector<WaitingTensor> waiting;
+  for (const auto& [name, entry] : table_) {
+    WaitingTensor w{name, {}, entry.first_seen};
+    for (int r = 0; r < size_; ++r) {
+      if (!entry.seen[r]) w.missing_ranks.push_back(r);
+    }
+    waiting.push_back(std::move(w));
+  }
+  return waiting;
+}
+
+}  // namespace tfdist

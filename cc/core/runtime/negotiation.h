@@ -1,0 +1,123 @@
+// Agreeing, between ranks, which tensors are ready everywhere and in which
+// order to run them: the heart of the runtime contract (DESIGN.md).
+//
+// Every round, each rank contributes the descriptions of the tensors it was
+// handed since its last round. All contributions are allgathered, so every
+// rank updates an identical table: name -> the description each rank gave.
+// A name is ready when all ranks have described it; ready names run in the
+// order in which the table first saw them. Because every rank computes the
+// same answer from the same bytes, no coordinator is needed and a mismatch is
+// reported identically everywhere.
+//
+// Steady state is cheap: a tensor that ran before with the same description
+// gets a slot in a response cache kept identically on all ranks. A rank then
+// announces it by setting that slot's bit; one bitwise-AND allreduce of the
+// bit vectors says which cached tensors are ready everywhere, and the full
+// allgather runs only in rounds where some rank has something new to say.
+#ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
+#define TFDIST_CORE_RUNTIME_NEGOTIATION_H_
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/core/runtime/request.h"
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+struct Announcement {
+  std::string name;
+  TensorDescription description;
+};
+
+struct ReadyTensor {
+  std::string name;
+  std::vector<TensorDescription> per_rank;  // indexed by rank
+};
+
+struct RoundResult {
+  std::vector<ReadyTensor> ready;  // in execution order
+  bool shutdown = false;           // some rank asked to stop
+};
+
+// A tensor some ranks announced and others have not, for the stall report.
+struct WaitingTensor {
+  std::string name;
+  std::vector<int> missing_ranks;
+  std::chrono::steady_clock::time_point first_seen;
+};
+
+class Negotiator {
+ public:
+  // Duplicates `comm` for its own messages.
+  static Status Create(MPI_Comm comm, size_t cache_capacity,
+                       std::unique_ptr<Negotiator>* out);
+  Negotiator(MPI_Comm duplicate, size_t cache_capacity);
+  ~Negotiator();
+  Negotiator(const Negotiator&) = delete;
+  Negotiator& operator=(const Negotiator&) = delete;
+
+  // One round. `fresh` holds what this rank was handed since its last round.
+  // Every rank must call Round the same number of times.
+  Status Round(std::vector<Announcement> fresh, bool want_shutdown,
+               RoundResult* result);
+
+  std::vector<WaitingTensor> Waiting() const;
+  // From the next round on, say in full what this rank waits on by cache
+  // bit, so that Waiting() can name the ranks that never sent it.
+  void AnnounceCachedInFull();
+  // True while something must be said next round even if nothing new comes.
+  bool has_carry_over() const { return !carry_over_.empty(); }
+  uint64_t full_rounds() const { return full_rounds_; }
+  uint64_t cached_rounds() const { return cached_rounds_; }
+
+ private:
+  struct Entry {
+    std::vector<TensorDescription> per_rank;
+    std::vector<bool> seen;
+    int seen_count = 0;
+    uint64_t first_seen_sequence = 0;
+    std::chrono::steady_clock::time_point first_seen;
+  };
+  struct CacheSlot {
+    std::string name;
+    std::vector<TensorDescription> per_rank;  // what each rank said last time
+    bool in_use = false;
+  };
+
+  Status ExchangeBits(bool have_news, bool want_shutdown, bool* anyone_has_news,
+                      bool* anyone_shuts_down, std::vector<int>* ready_slots);
+  Status ExchangeAnnouncements(const std::vector<Announcement>& news,
+                               std::vector<std::vector<uint8_t>>* per_rank);
+  void Record(int rank, Announcement announcement);
+  void RememberInCache(const ReadyTensor& tensor);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  size_t cache_capacity_;
+
+  std::map<std::string, Entry> table_;
+  uint64_t next_sequence_ = 0;
+
+  std::vector<CacheSlot> cache_;
+  std::map<std::string, int> cache_slot_of_;
+  // Cached tensors this rank announced by bit and still waits on.
+  std::vector<uint64_t> my_pending_bits_;
+  std::map<int, Announcement> my_pending_cached_;
+  // Announcements whose cache slot was forgotten; said in full next round.
+  std::vector<Announcement> carry_over_;
+
+  uint64_t full_rounds_ = 0;
+  uint64_t cached_rounds_ = 0;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_NEGOTIATION_H_

@@ -1,0 +1,38 @@
+#include "cc/core/runtime/request.h"
+
+namespace tfdist {
+
+const char* CollectiveTypeName(CollectiveType type) {
+  switch (type) {
+    case CollectiveType::kAllreduce: return "allreduce";
+    case CollectiveType::kAllgather: return "allgather";
+    case CollectiveType::kBroadcast: return "broadcast";
+    case CollectiveType::kAlltoall: return "alltoall";
+    case CollectiveType::kReducescatter: return "reducescatter";
+    case CollectiveType::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+int64_t TensorDescription::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t TensorDescription::row_elements() const {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::string TensorDescription::ShapeString() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace tfdist

@@ -1,0 +1,69 @@
+// What a kernel hands the runtime: the tensor's identity and description
+// (compared across ranks), its buffers, and the callback that completes it.
+#ifndef TFDIST_CORE_RUNTIME_REQUEST_H_
+#define TFDIST_CORE_RUNTIME_REQUEST_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/data_type.h"
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+enum class CollectiveType : int {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kAlltoall = 3,
+  kReducescatter = 4,
+  kBarrier = 5,
+};
+
+const char* CollectiveTypeName(CollectiveType type);
+
+// Everything that must agree between ranks for a collective to be valid.
+// Travels between ranks during negotiation (see negotiation.h).
+struct TensorDescription {
+  CollectiveType type = CollectiveType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // Alltoall only: rows this rank sends to each rank. Differs per rank.
+  std::vector<int64_t> splits;
+
+  int64_t num_elements() const;
+  // Elements in one row (the product of all but the first dimension).
+  int64_t row_elements() const;
+  std::string ShapeString() const;
+};
+
+// Allocates the output once its shape is known (allgather, alltoall and
+// reducescatter learn it only after negotiation). Called on the runtime's
+// thread; returns the buffer through `data`.
+using OutputAllocator =
+    std::function<Status(const std::vector<int64_t>& shape, void** data)>;
+
+struct Request {
+  std::string name;
+  TensorDescription description;
+  const void* input = nullptr;
+  // Set for allreduce and broadcast, whose output has the input's shape and
+  // is allocated by the kernel before it enqueues.
+  void* output = nullptr;
+  OutputAllocator allocate_output;
+  // Alltoall only: receives the rows that arrived from each rank.
+  std::function<Status(const std::vector<int64_t>& received_splits)> report_splits;
+  std::function<void(const Status&)> done;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_REQUEST_H_

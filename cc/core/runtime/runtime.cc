@@ -1,0 +1,275 @@
+#include "cc/core/runtime/runtime.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "cc/core/runtime/calibration.h"
+#include "cc/core/runtime/fusion.h"
+#include "cc/core/runtime/validation.h"
+
+namespace tfdist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point then) {
+  return std::chrono::duration<double>(Clock::now() - then).count();
+}
+
+std::string JoinRanks(const std::vector<int>& ranks) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
+  return s.str();
+}
+
+}  // namespace
+
+Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
+                       std::unique_ptr<Runtime>* out) {
+  std::unique_ptr<MpiTransport> transport;
+  TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &transport));
+  std::unique_ptr<Negotiator> negotiator;
+  TFDIST_RETURN_IF_ERROR(Negotiator::Create(comm, config.cache_capacity, &negotiator));
+  LinkCost link_cost{};
+  TFDIST_RETURN_IF_ERROR(CalibrateLinkCost(*transport, config, &link_cost));
+  auto runtime = std::make_unique<Runtime>(config, std::move(transport),
+                                           std::move(negotiator), link_cost);
+  TFDIST_RETURN_IF_ERROR(
+      runtime->timeline_.Open(config.timeline_path, runtime->rank(), runtime->size()));
+  runtime->thread_ = std::thread(&Runtime::Loop, runtime.get());
+  *out = std::move(runtime);
+  return Status::OK();
+}
+
+Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
+                 std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost)
+    : config_(config),
+      transport_(std::move(transport)),
+      negotiator_(std::move(negotiator)),
+      link_cost_(link_cost),
+      executor_(*transport_, link_cost_, config_.default_algorithm, config_.debug_log,
+                stats_, timeline_),
+      last_stall_check_(Clock::now()) {}
+
+Runtime::~Runtime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized && thread_.joinable()) {
+    // MPI is gone (the process is exiting without shutdown()): the thread can
+    // no longer talk to anyone, and joining it could wait forever.
+    thread_.detach();
+    return;
+  }
+  Shutdown();
+}
+
+Status Runtime::Enqueue(Request request) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_ || shutdown_requested_) {
+      return Status::FailedPrecondition(
+          "tfdist has been shut down; call tfdist.init() again before using collectives" +
+          (stop_reason_.ok() ? std::string() : " (it stopped because: " + stop_reason_.message() + ")"));
+    }
+    if (!names_in_flight_.insert(request.name).second) {
+      return Status::InvalidArgument(
+          "tfdist: a collective named '" + request.name +
+          "' is already in flight on this rank; give concurrent collectives distinct names");
+    }
+    queue_.push_back(std::move(request));
+  }
+  wake_.notify_one();
+  return Status::OK();
+}
+
+void Runtime::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_requested_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
+  }
+}
+
+void Runtime::Loop() {
+  while (RunOneRound()) {
+  }
+  FailAllInFlight(stop_reason_.ok() ? Status::Aborted("tfdist was shut down") : stop_reason_);
+  timeline_.Close();
+}
+
+bool Runtime::RunOneRound() {
+  std::vector<Request> fresh;
+  bool want_shutdown = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto cycle = std::chrono::duration<double, std::milli>(config_.cycle_time_ms);
+    wake_.wait_for(lock, cycle, [&] {
+      return !queue_.empty() || shutdown_requested_ || negotiator_->has_carry_over();
+    });
+    fresh.swap(queue_);
+    want_shutdown = shutdown_requested_;
+  }
+  std::vector<Announcement> announcements;
+  announcements.reserve(fresh.size());
+  const auto now = Clock::now();
+  for (Request& request : fresh) {
+    announcements.push_back(Announcement{request.name, request.description});
+    announced_at_[request.name] = now;
+    std::string name = request.name;
+    announced_.emplace(std::move(name), std::move(request));
+  }
+
+  const int64_t start = timeline_.NowMicros();
+  RoundResult result;
+  Status status = negotiator_->Round(std::move(announcements), want_shutdown, &result);
+  if (timeline_.enabled() && !result.ready.empty()) {
+    for (const ReadyTensor& tensor : result.ready) {
+      timeline_.Complete(tensor.name, "NEGOTIATE", start, 1, 0, "");
+    }
+  }
+  if (!status.ok()) {
+    stop_reason_ = status;
+    return false;
+  }
+  stats_.negotiation_rounds++;
+  Execute(result.ready);
+  if (!stop_reason_.ok()) return false;
+  if (result.shutdown) {
+    stop_reason_ = Status::Aborted(
+        "tfdist was shut down (tfdist.shutdown() was called on some rank) "
+        "before this collective could run");
+    return false;
+  }
+  InspectStalls();
+  return true;
+}
+
+void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
+  std::vector<Request*> requests;
+  std::vector<const ReadyTensor*> tensors;
+  for (const ReadyTensor& tensor : ready) {
+    auto it = announced_.find(tensor.name);
+    if (it == announced_.end()) {
+      stop_reason_ = Status::Internal("tfdist: negotiated tensor '" + tensor.name +
+                                      "' is unknown on this rank");
+      return;
+    }
+    Request& request = it->second;
+    if (timeline_.enabled()) {
+      const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(
+          Clock::now() - announced_at_[tensor.name]);
+      timeline_.Complete(tensor.name, "WAIT_FOR_OTHER_RANKS",
+                         timeline_.NowMicros() - waited.count(), 1, 0, "");
+    }
+    Status valid = ValidateAcrossRanks(tensor.name, tensor.per_rank);
+    if (!valid.ok()) {
+      Complete(request, valid);
+      continue;
+    }
+    requests.push_back(&request);
+    tensors.push_back(&tensor);
+  }
+
+  std::vector<const TensorDescription*> descriptions;
+  for (const Request* r : requests) descriptions.push_back(&r->description);
+  for (const std::vector<size_t>& group : PlanFusion(descriptions, config_.fusion_threshold_bytes)) {
+    Request& first = *requests[group[0]];
+    const std::vector<TensorDescription>& per_rank = tensors[group[0]]->per_rank;
+    Status status;
+    switch (first.description.type) {
+      case CollectiveType::kAllreduce: {
+        std::vector<Request*> members;
+        for (size_t i : group) members.push_back(requests[i]);
+        status = executor_.Allreduce(members);
+        break;
+      }
+      case CollectiveType::kAllgather: status = executor_.Allgather(first, per_rank); break;
+      case CollectiveType::kBroadcast: status = executor_.Broadcast(first); break;
+      case CollectiveType::kAlltoall: status = executor_.Alltoall(first, per_rank); break;
+      case CollectiveType::kReducescatter: status = executor_.Reducescatter(first); break;
+      case CollectiveType::kBarrier: status = executor_.Barrier(); break;
+    }
+    for (size_t i : group) Complete(*requests[i], status);
+    // A failed transfer leaves the ranks out of step: nothing later can be
+    // trusted, so the runtime stops and every waiting op gets the error.
+    if (status.code() == StatusCode::kInternal) {
+      stop_reason_ = status;
+      return;
+    }
+  }
+}
+
+void Runtime::Complete(Request& request, const Status& status) {
+  const std::string name = request.name;
+  auto done = std::move(request.done);
+  announced_.erase(name);
+  announced_at_.erase(name);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    names_in_flight_.erase(name);
+  }
+  if (!status.ok()) stats_.errors++;
+  if (done) done(status);
+}
+
+void Runtime::FailAllInFlight(const Status& status) {
+  std::vector<Request> queued;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    queued.swap(queue_);
+    names_in_flight_.clear();
+  }
+  for (Request& r : queued) {
+    if (r.done) r.done(status);
+  }
+  for (auto& [name, r] : announced_) {
+    (void)name;
+    if (r.done) r.done(status);
+  }
+  announced_.clear();
+  announced_at_.clear();
+}
+
+void Runtime::InspectStalls() {
+  // Checked once a second at most: this runs after every round.
+  if (SecondsSince(last_stall_check_) < 1.0) return;
+  last_stall_check_ = Clock::now();
+  const double check_after = config_.stall_check_seconds;
+  const double abort_after = config_.stall_shutdown_seconds;
+  double oldest = 0;
+  for (const auto& [name, since] : announced_at_) {
+    (void)name;
+    oldest = std::max(oldest, SecondsSince(since));
+  }
+  if (oldest < check_after && (abort_after <= 0 || oldest < abort_after)) return;
+
+  negotiator_->AnnounceCachedInFull();
+  std::map<std::string, std::vector<int>> missing;
+  for (const WaitingTensor& w : negotiator_->Waiting()) missing[w.name] = w.missing_ranks;
+  for (const auto& [name, since] : announced_at_) {
+    const double waited = SecondsSince(since);
+    if (waited < check_after) continue;
+    auto m = missing.find(name);
+    std::fprintf(stderr,
+                 "tfdist stall (rank %d): '%s' has waited %.0f s for the other ranks; %s\n",
+                 rank(), name.c_str(), waited,
+                 m == missing.end()
+                     ? "the ranks that have not submitted it are being identified"
+                     : ("ranks that have not submitted it: " + JoinRanks(m->second)).c_str());
+  }
+  if (abort_after > 0 && oldest >= abort_after) {
+    std::fprintf(stderr,
+                 "tfdist (rank %d): a collective waited %.0f s, longer than "
+                 "TFDIST_STALL_SHUTDOWN_TIME=%.0f s; aborting the job\n",
+                 rank(), oldest, abort_after);
+    std::fflush(stderr);
+    MPI_Abort(transport_->comm(), 1);
+  }
+}
+
+}  // namespace tfdist

@@ -1,0 +1,91 @@
+// The per-process runtime: kernels enqueue requests and return; one
+// background thread negotiates with the other ranks (negotiation.h), runs
+// what is ready everywhere (executor.h) and completes the requests.
+#ifndef TFDIST_CORE_RUNTIME_RUNTIME_H_
+#define TFDIST_CORE_RUNTIME_RUNTIME_H_
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cc/core/runtime/config.h"
+#include "cc/core/runtime/executor.h"
+#include "cc/core/runtime/negotiation.h"
+#include "cc/core/runtime/request.h"
+#include "cc/core/runtime/stats.h"
+#include "cc/core/runtime/timeline.h"
+#include "cc/core/transport/mpi_transport.h"
+
+namespace tfdist {
+
+class Runtime {
+ public:
+  // Collective over `comm`: every rank calls it. Measures or reads the link
+  // cost, then starts the background thread.
+  static Status Create(MPI_Comm comm, const RuntimeConfig& config,
+                       std::unique_ptr<Runtime>* out);
+  Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
+          std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Hands a request to the background thread. Fails at once (and does not
+  // call done) if the name is already in flight or the runtime stopped.
+  Status Enqueue(Request request);
+  // Stops the background thread after a last round with the other ranks;
+  // requests still waiting fail with Aborted. Idempotent.
+  void Shutdown();
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  const Stats& stats() const { return stats_; }
+  const LinkCost& link_cost() const { return link_cost_; }
+  AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
+    return executor_.Resolve(requested, bytes);
+  }
+
+ private:
+  void Loop();
+  // Returns false once the loop must stop.
+  bool RunOneRound();
+  void Execute(const std::vector<ReadyTensor>& ready);
+  void Complete(Request& request, const Status& status);
+  void FailAllInFlight(const Status& status);
+  void InspectStalls();
+
+  RuntimeConfig config_;
+  std::unique_ptr<MpiTransport> transport_;
+  std::unique_ptr<Negotiator> negotiator_;
+  LinkCost link_cost_;
+  Stats stats_;
+  Timeline timeline_;
+  CollectiveExecutor executor_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Request> queue_;      // handed over, not yet announced
+  std::set<std::string> names_in_flight_;
+  bool shutdown_requested_ = false;
+  bool stopped_ = false;
+  Status stop_reason_;
+
+  // Owned by the background thread.
+  std::map<std::string, Request> announced_;
+  std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
+  std::chrono::steady_clock::time_point last_stall_check_;
+
+  std::thread thread_;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_RUNTIME_H_

@@ -1,0 +1,30 @@
+// Counters the runtime keeps so that users and tests can see what happened
+// (for example, that fusion put several tensors into one collective).
+#ifndef TFDIST_CORE_RUNTIME_STATS_H_
+#define TFDIST_CORE_RUNTIME_STATS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "cc/core/collectives/algorithm.h"
+
+namespace tfdist {
+
+struct Stats {
+  std::atomic<uint64_t> allreduce_calls{0};   // allreduce collectives executed
+  std::atomic<uint64_t> tensors_reduced{0};   // tensors that went through them
+  std::atomic<uint64_t> bytes_reduced{0};
+  std::atomic<uint64_t> allgather_calls{0};
+  std::atomic<uint64_t> broadcast_calls{0};
+  std::atomic<uint64_t> alltoall_calls{0};
+  std::atomic<uint64_t> reducescatter_calls{0};
+  std::atomic<uint64_t> negotiation_rounds{0};
+  std::atomic<uint64_t> cached_rounds{0};     // rounds settled by the bit vector alone
+  std::atomic<uint64_t> errors{0};
+  // Allreduce executions per algorithm, indexed by AllreduceAlgorithm.
+  std::atomic<uint64_t> algorithm_calls[6]{};
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_STATS_H_

@@ -1,0 +1,20 @@
+// Cross-rank validation of one negotiated tensor. Every rank runs it on the
+// same per-rank descriptions, so every rank reaches the same verdict and a
+// mismatch becomes the same FailedPrecondition everywhere, never a hang.
+#ifndef TFDIST_CORE_RUNTIME_VALIDATION_H_
+#define TFDIST_CORE_RUNTIME_VALIDATION_H_
+
+#include <string>
+#include <vector>
+
+#include "cc/core/runtime/request.h"
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+Status ValidateAcrossRanks(const std::string& name,
+                           const std::vector<TensorDescription>& per_rank);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_VALIDATION_H_

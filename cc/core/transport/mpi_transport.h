@@ -1,0 +1,41 @@
+// Transport over MPI point-to-point on a private duplicate of the user's
+// communicator, so that tfdist's messages can never match the user's own.
+#ifndef TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
+#define TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+class MpiTransport : public Transport {
+ public:
+  // Duplicates `comm`; the duplicate is freed by the destructor.
+  static Status Create(MPI_Comm comm, std::unique_ptr<MpiTransport>* out);
+  // Takes ownership of `duplicate`, a communicator made for tfdist alone.
+  explicit MpiTransport(MPI_Comm duplicate);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MPI_Comm comm() const { return comm_; }
+
+  std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
+                                       size_t bytes, int tag) override;
+  std::unique_ptr<PendingOp> StartRecv(int peer, void* data, size_t bytes,
+                                       int tag) override;
+
+ private:
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_

@@ -1,0 +1,279 @@
+// Every allreduce algorithm against a sequential reference: all group sizes
+// of the sweep, counts 0, 1, 7, P-1, P+1, 1000 (and 1000003 for a
+// representative subset), every reducible dtype and every op, bit-exact.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/collectives/allreduce.h"
+#include "cc/core/collectives/ring_allreduce.h"
+#include "cc/core/half.h"
+#include "cc/core/transport/in_process_transport.h"
+#include "cc/tests/test_data.h"
+#include "cc/tests/test_harness.h"
+
+namespace tfdist_test {
+namespace {
+
+using tfdist::AllreduceAlgorithm;
+using tfdist::DataType;
+using tfdist::InProcessFabric;
+using tfdist::InProcessSendMode;
+using tfdist::ReduceOp;
+using tfdist::Status;
+using tfdist::Transport;
+
+const std::vector<AllreduceAlgorithm>& TransportAlgorithms() {
+  static const std::vector<AllreduceAlgorithm> algorithms = {
+      AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
+      AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRabenseifner};
+  return algorithms;
+}
+
+std::vector<size_t> SmallCounts(int size) {
+  const std::set<size_t> counts = {0, 1, 7, static_cast<size_t>(size - 1),
+                                   static_cast<size_t>(size + 1), 1000};
+  return {counts.begin(), counts.end()};
+}
+
+// Runs `run` (an allreduce of `count` elements) on P threads from the given
+// inputs and checks every rank's result against `expected`.
+using AllreduceRunner = std::function<Status(Transport&, void*, size_t)>;
+
+void CheckRun(const std::string& label, const AllreduceRunner& run,
+              const std::vector<Bytes>& inputs, const Bytes& expected,
+              size_t count, DataType dtype, InProcessSendMode mode) {
+  const int size = static_cast<int>(inputs.size());
+  std::vector<Bytes> buffers = inputs;
+  InProcessFabric fabric(size, FabricOptions(mode));
+  const std::vector<Status> statuses =
+      RunOnThreads(fabric, [&](Transport& transport) {
+        return run(transport, buffers[transport.rank()].data(), count);
+      });
+  for (int rank = 0; rank < size; ++rank) {
+    CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"),
+                 label << " rank " << rank);
+    const long long mismatch =
+        FirstMismatch(buffers[rank], expected, tfdist::DataTypeSize(dtype));
+    CHECK_EQ_MSG(mismatch, -1LL,
+                 label << " rank " << rank << ": first wrong element");
+  }
+  CHECK_EQ_MSG(fabric.UndeliveredMessageCount(), size_t{0},
+               label << ": stray messages");
+}
+
+std::string Label(AllreduceAlgorithm algorithm, int size, size_t count,
+                  DataType dtype, ReduceOp op, InProcessSendMode mode) {
+  return std::string(tfdist::AllreduceAlgorithmName(algorithm)) +
+         " P=" + std::to_string(size) + " count=" + std::to_string(count) +
+         " " + tfdist::DataTypeName(dtype) + " " + tfdist::ReduceOpName(op) +
+         " " + SendModeName(mode);
+}
+
+// Checks `algorithms` on one (P, count, dtype, op), sharing the inputs.
+void CheckAllreduce(const std::vector<AllreduceAlgorithm>& algorithms, int size,
+                    size_t count, DataType dtype, ReduceOp op,
+                    InProcessSendMode mode) {
+  std::vector<Bytes> inputs;
+  for (int rank = 0; rank < size; ++rank) {
+    inputs.push_back(MakeRankInput(dtype, op, rank, size, count));
+  }
+  const Bytes expected = SequentialReduce(inputs, count, dtype, op);
+  for (AllreduceAlgorithm algorithm : algorithms) {
+    auto run = [&](Transport& transport, void* buffer, size_t n) {
+      return tfdist::RunAllreduce(algorithm, transport, buffer, n, dtype, op);
+    };
+    CheckRun(Label(algorithm, size, count, dtype, op, mode), run, inputs,
+             expected, count, dtype, mode);
+  }
+}
+
+void SweepSmallCounts(AllreduceAlgorithm algorithm) {
+  for (int size : SweepGroupSizes()) {
+    for (size_t count : SmallCounts(size)) {
+      for (DataType dtype : ReducibleDataTypes()) {
+        for (ReduceOp op : AllReduceOps()) {
+          CheckAllreduce({algorithm}, size, count, dtype, op,
+                         InProcessSendMode::kBuffered);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TFDIST_TEST(TreeAllreduceAllSizesDtypesOps) {
+  SweepSmallCounts(AllreduceAlgorithm::kTree);
+}
+
+TFDIST_TEST(ButterflyAllreduceAllSizesDtypesOps) {
+  SweepSmallCounts(AllreduceAlgorithm::kButterfly);
+}
+
+TFDIST_TEST(RingAllreduceAllSizesDtypesOps) {
+  SweepSmallCounts(AllreduceAlgorithm::kRing);
+}
+
+TFDIST_TEST(RabenseifnerAllreduceAllSizesDtypesOps) {
+  SweepSmallCounts(AllreduceAlgorithm::kRabenseifner);
+}
+
+// One million and three elements (4 MB of float32: several ring segments
+// per chunk at small P) for every algorithm and every P.
+TFDIST_TEST(AllreduceLargeCount) {
+  constexpr size_t kLargeCount = 1000003;
+  const std::pair<DataType, ReduceOp> kCombinations[] = {
+      {DataType::kFloat32, ReduceOp::kSum},
+      {DataType::kInt32, ReduceOp::kSum},
+      {DataType::kInt32, ReduceOp::kMax}};
+  for (int size : SweepGroupSizes()) {
+    for (const auto& combination : kCombinations) {
+      CheckAllreduce(TransportAlgorithms(), size, kLargeCount,
+                     combination.first, combination.second,
+                     InProcessSendMode::kBuffered);
+    }
+  }
+}
+
+// With rendezvous sends (MPI's large-message behaviour) a schedule that
+// relies on buffering deadlocks and a send buffer written too early corrupts
+// the result.
+TFDIST_TEST(AllreduceWithRendezvousSends) {
+  for (int size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7},
+                         static_cast<size_t>(size + 1), size_t{1000}}) {
+      CheckAllreduce(TransportAlgorithms(), size, count, DataType::kFloat32,
+                     ReduceOp::kSum, InProcessSendMode::kRendezvous);
+      CheckAllreduce(TransportAlgorithms(), size, count, DataType::kInt8,
+                     ReduceOp::kMax, InProcessSendMode::kRendezvous);
+    }
+  }
+}
+
+// Tiny segments give many segments per chunk without big buffers, which
+// exercises the two-slot pipeline, forwarding across steps and uneven last
+// segments. Segment bounds below one element round up to one element.
+TFDIST_TEST(RingAllreduceManySegments) {
+  for (InProcessSendMode mode :
+       {InProcessSendMode::kBuffered, InProcessSendMode::kRendezvous}) {
+    for (int size : {2, 3, 5, 8}) {
+      for (size_t count : {size_t{1}, size_t{7}, static_cast<size_t>(size + 1),
+                           size_t{1000}}) {
+        for (DataType dtype :
+             {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+          for (size_t segment_bytes : {size_t{1}, size_t{12}, size_t{64}}) {
+            std::vector<Bytes> inputs;
+            for (int rank = 0; rank < size; ++rank) {
+              inputs.push_back(
+                  MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
+            }
+            const Bytes expected =
+                SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
+            auto run = [&](Transport& transport, void* buffer, size_t n) {
+              return tfdist::RingAllreduceWithSegments(
+                  transport, buffer, n, dtype, ReduceOp::kSum, segment_bytes);
+            };
+            CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype,
+                           ReduceOp::kSum, mode) +
+                         " segment=" + std::to_string(segment_bytes),
+                     run, inputs, expected, count, dtype, mode);
+          }
+        }
+      }
+    }
+  }
+}
+
+// With inexact floating-point inputs the algorithms may round differently
+// from the sequential reference, but all ranks must still agree bit for bit
+// (replicas of a model must not drift apart).
+TFDIST_TEST(AllreduceRanksAgreeOnInexactFloats) {
+  for (AllreduceAlgorithm algorithm : TransportAlgorithms()) {
+    for (int size : {3, 5, 8, 13}) {
+      for (DataType dtype : {DataType::kFloat32, DataType::kFloat16,
+                             DataType::kBFloat16}) {
+        const size_t count = 1001;
+        const size_t element_size = tfdist::DataTypeSize(dtype);
+        std::vector<Bytes> buffers(size, Bytes(count * element_size));
+        for (int rank = 0; rank < size; ++rank) {
+          for (size_t i = 0; i < count; ++i) {
+            const float value =
+                std::sin(static_cast<float>(rank * 1000 + i)) * 3.3f;
+            unsigned char* element = buffers[rank].data() + i * element_size;
+            if (dtype == DataType::kFloat32) {
+              std::memcpy(element, &value, sizeof(value));
+            } else {
+              const uint16_t bits = dtype == DataType::kFloat16
+                                        ? tfdist::FloatToHalf(value)
+                                        : tfdist::FloatToBFloat16(value);
+              std::memcpy(element, &bits, sizeof(bits));
+            }
+          }
+        }
+        const std::vector<Status> statuses =
+            tfdist::RunOnThreads(size, [&](Transport& transport) {
+              return tfdist::RunAllreduce(algorithm, transport,
+                                          buffers[transport.rank()].data(),
+                                          count, dtype, ReduceOp::kSum);
+            });
+        for (int rank = 0; rank < size; ++rank) {
+          CHECK_OK(statuses[rank]);
+          CHECK_EQ_MSG(FirstMismatch(buffers[rank], buffers[0], element_size),
+                       -1LL,
+                       tfdist::AllreduceAlgorithmName(algorithm)
+                           << " P=" << size << " " << tfdist::DataTypeName(dtype)
+                           << " rank " << rank << " differs from rank 0");
+        }
+      }
+    }
+  }
+}
+
+// Misuse is an error on every rank, never a hang.
+TFDIST_TEST(AllreduceRejectsBoolAutoAndMpi) {
+  for (AllreduceAlgorithm algorithm : TransportAlgorithms()) {
+    Bytes flags(3 * 10, 1);
+    const std::vector<Status> statuses =
+        tfdist::RunOnThreads(3, [&](Transport& transport) {
+          return tfdist::RunAllreduce(algorithm, transport,
+                                      flags.data() + 10 * transport.rank(), 10,
+                                      DataType::kBool, ReduceOp::kSum);
+        });
+    for (const Status& status : statuses) {
+      CHECK(status.code() == tfdist::StatusCode::kInvalidArgument);
+    }
+  }
+  for (AllreduceAlgorithm algorithm :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kMpi}) {
+    float value = 1.0f;
+    const std::vector<Status> statuses =
+        tfdist::RunOnThreads(1, [&](Transport& transport) {
+          return tfdist::RunAllreduce(algorithm, transport, &value, 1,
+                                      DataType::kFloat32, ReduceOp::kSum);
+        });
+    CHECK(statuses[0].code() == tfdist::StatusCode::kInvalidArgument);
+  }
+}
+
+TFDIST_TEST(AllreduceAlgorithmNamesRoundTrip) {
+  for (AllreduceAlgorithm algorithm :
+       {AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kTree,
+        AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRing,
+        AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kMpi}) {
+    AllreduceAlgorithm parsed = AllreduceAlgorithm::kAuto;
+    CHECK(tfdist::ParseAllreduceAlgorithm(
+        tfdist::AllreduceAlgorithmName(algorithm), &parsed));
+    CHECK(parsed == algorithm);
+  }
+  AllreduceAlgorithm parsed = AllreduceAlgorithm::kTree;
+  CHECK(!tfdist::ParseAllreduceAlgorithm("Ring", &parsed));
+  CHECK(!tfdist::ParseAllreduceAlgorithm("", &parsed));
+  CHECK(parsed == AllreduceAlgorithm::kTree);
+}
+
+}  // namespace tfdist_test

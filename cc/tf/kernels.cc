@@ -1,0 +1,358 @@
+// TensorFlow kernels of tfdist's collectives. Each one only describes its
+// tensor, hands it to the runtime and returns; the runtime's thread does the
+// communication and calls `done` (the runtime contract in DESIGN.md).
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+#include "cc/tf/runtime_handle.h"
+
+namespace tfdist {
+
+namespace tf = ::tensorflow;
+
+namespace {
+
+constexpr int kAverage = 4;  // reduce_op attribute value beyond ReduceOp's
+
+absl::Status ToTfStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return absl::OkStatus();
+    case StatusCode::kInvalidArgument: return absl::InvalidArgumentError(s.message());
+    case StatusCode::kFailedPrecondition: return absl::FailedPreconditionError(s.message());
+    case StatusCode::kAborted: return absl::AbortedError(s.message());
+    case StatusCode::kInternal: return absl::InternalError(s.message());
+  }
+  return absl::UnknownError(s.message());
+}
+
+Status ToCoreType(tf::DataType dtype, DataType* out) {
+  switch (dtype) {
+    case tf::DT_UINT8: *out = DataType::kUInt8; return Status::OK();
+    case tf::DT_INT8: *out = DataType::kInt8; return Status::OK();
+    case tf::DT_INT32: *out = DataType::kInt32; return Status::OK();
+    case tf::DT_INT64: *out = DataType::kInt64; return Status::OK();
+    case tf::DT_HALF: *out = DataType::kFloat16; return Status::OK();
+    case tf::DT_BFLOAT16: *out = DataType::kBFloat16; return Status::OK();
+    case tf::DT_FLOAT: *out = DataType::kFloat32; return Status::OK();
+    case tf::DT_DOUBLE: *out = DataType::kFloat64; return Status::OK();
+    case tf::DT_BOOL: *out = DataType::kBool; return Status::OK();
+    default:
+      return Status::InvalidArgument("tfdist does not support dtype " +
+                                     tf::DataTypeString(dtype));
+  }
+}
+
+absl::Status ParseScale(tf::OpKernelConstruction* c, const char* attr, double* out) {
+  std::string text;
+  TF_RETURN_IF_ERROR(c->GetAttr(attr, &text));
+  char* end = nullptr;
+  *out = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    return absl::InvalidArgumentError(absl::StrCat(attr, " must be a number, got '", text, "'"));
+  }
+  return absl::OkStatus();
+}
+
+void* Base(tf::Tensor* t) { return const_cast<char*>(t->tensor_data().data()); }
+const void* Base(const tf::Tensor& t) { return t.tensor_data().data(); }
+
+std::vector<int64_t> Dims(const tf::TensorShape& shape) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < shape.dims(); ++i) dims.push_back(shape.dim_size(i));
+  return dims;
+}
+
+// Allocates output `index` on the runtime's thread once its shape is known.
+OutputAllocator AllocateOutput(tf::OpKernelContext* ctx, int index) {
+  return [ctx, index](const std::vector<int64_t>& shape, void** data) {
+    tf::TensorShape tf_shape;
+    for (int64_t d : shape) tf_shape.AddDim(d);
+    tf::Tensor* output = nullptr;
+    absl::Status s = ctx->allocate_output(index, tf_shape, &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
+    *data = Base(output);
+    return Status::OK();
+  };
+}
+
+std::atomic<uint64_t> eager_sequence{0};
+
+// What every collective kernel does: find the runtime, name the tensor,
+// describe it (subclass), enqueue, and complete the op when the runtime says.
+class CollectiveKernel : public tf::AsyncOpKernel {
+ public:
+  explicit CollectiveKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(c, c->GetAttr("eager_sequence", &eager_sequence_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
+                      absl::FailedPreconditionError(absl::StrCat(
+                          "tfdist is not initialized: call tfdist.init() before "
+                          "using tfdist collectives (", type_string(), ")")),
+                      done);
+    Request request;
+    request.name = TensorName();
+    Status prepared = Describe(ctx, handle.topology, &request);
+    OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(prepared), done);
+    request.done = [ctx, done](const Status& s) {
+      ctx->SetStatus(ToTfStatus(s));
+      done();
+    };
+    Status enqueued = handle.runtime->Enqueue(std::move(request));
+    if (!enqueued.ok()) {
+      ctx->SetStatus(ToTfStatus(enqueued));
+      done();
+    }
+  }
+
+ protected:
+  // Fills in the request's description and buffers.
+  virtual Status Describe(tf::OpKernelContext* ctx, const Topology& topology,
+                          Request* request) = 0;
+
+ private:
+  std::string TensorName() const {
+    if (!tensor_name_.empty()) return tensor_name_;
+    if (eager_sequence_) return type_string() + ".eager." + std::to_string(eager_sequence++);
+    return name();
+  }
+
+  std::string tensor_name_;
+  bool eager_sequence_ = false;
+};
+
+Status DescribeInput(const tf::Tensor& input, CollectiveType type, TensorDescription* d) {
+  d->type = type;
+  TFDIST_RETURN_IF_ERROR(ToCoreType(input.dtype(), &d->dtype));
+  d->shape = Dims(input.shape());
+  return Status::OK();
+}
+
+Status NeedsFirstDimension(const tf::Tensor& input, const char* op) {
+  if (input.dims() == 0) {
+    return Status::InvalidArgument(std::string("tfdist.") + op +
+                                   " needs a tensor with at least one dimension, got a scalar");
+  }
+  return Status::OK();
+}
+
+class AllreduceKernel : public CollectiveKernel {
+ public:
+  explicit AllreduceKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
+    OP_REQUIRES_OK(c, ParseScale(c, "prescale_factor", &prescale_));
+    OP_REQUIRES_OK(c, ParseScale(c, "postscale_factor", &postscale_));
+    OP_REQUIRES_OK(c, c->GetAttr("algorithm", &algorithm_));
+    OP_REQUIRES(c, reduce_op_ >= 0 && reduce_op_ <= kAverage,
+                absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op_)));
+    OP_REQUIRES(c, algorithm_ >= 0 && algorithm_ <= static_cast<int>(AllreduceAlgorithm::kMpi),
+                absl::InvalidArgumentError(absl::StrCat("unknown allreduce algorithm ", algorithm_)));
+  }
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    const tf::Tensor& input = ctx->input(0);
+    TensorDescription& d = r->description;
+    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
+    d.op = reduce_op_ == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_);
+    d.prescale = prescale_;
+    d.postscale = reduce_op_ == kAverage ? postscale_ / topology.size : postscale_;
+    d.algorithm = static_cast<AllreduceAlgorithm>(algorithm_);
+    tf::Tensor* output = nullptr;
+    absl::Status s = ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
+    r->input = Base(input);
+    r->output = Base(output);
+    return Status::OK();
+  }
+
+ private:
+  int reduce_op_ = 0;
+  double prescale_ = 1.0;
+  double postscale_ = 1.0;
+  int algorithm_ = 0;
+};
+
+class AllgatherKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology&, Request* r) override {
+    const tf::Tensor& input = ctx->input(0);
+    TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "allgather"));
+    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllgather, &r->description));
+    r->input = Base(input);
+    r->allocate_output = AllocateOutput(ctx, 0);
+    return Status::OK();
+  }
+};
+
+class BroadcastKernel : public CollectiveKernel {
+ public:
+  explicit BroadcastKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+  }
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    if (root_ < 0 || root_ >= topology.size) {
+      return Status::InvalidArgument("tfdist.broadcast: root_rank " + std::to_string(root_) +
+                                     " is not a rank of this job (size " +
+                                     std::to_string(topology.size) + ")");
+    }
+    const tf::Tensor& input = ctx->input(0);
+    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kBroadcast, &r->description));
+    r->description.root = root_;
+    tf::Tensor* output = nullptr;
+    absl::Status s = ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
+    r->input = Base(input);
+    r->output = Base(output);
+    return Status::OK();
+  }
+
+ private:
+  int root_ = 0;
+};
+
+class AlltoallKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    const tf::Tensor& input = ctx->input(0);
+    const tf::Tensor& splits = ctx->input(1);
+    TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "alltoall"));
+    TensorDescription& d = r->description;
+    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAlltoall, &d));
+    const int64_t rows = d.shape[0];
+    if (splits.NumElements() == 0) {
+      if (rows % topology.size != 0) {
+        return Status::InvalidArgument(
+            "tfdist.alltoall: without splits the first dimension (" + std::to_string(rows) +
+            ") must divide evenly by the number of ranks (" + std::to_string(topology.size) + ")");
+      }
+      d.splits.assign(topology.size, rows / topology.size);
+    } else {
+      auto values = splits.flat<int64_t>();
+      if (values.size() != topology.size) {
+        return Status::InvalidArgument("tfdist.alltoall: splits has " +
+                                       std::to_string(values.size()) + " entries, expected one per rank (" +
+                                       std::to_string(topology.size) + ")");
+      }
+      int64_t sum = 0;
+      for (int i = 0; i < topology.size; ++i) {
+        if (values(i) < 0) return Status::InvalidArgument("tfdist.alltoall: negative split");
+        d.splits.push_back(values(i));
+        sum += values(i);
+      }
+      if (sum != rows) {
+        return Status::InvalidArgument("tfdist.alltoall: splits add up to " + std::to_string(sum) +
+                                       " but the first dimension is " + std::to_string(rows));
+      }
+    }
+    r->input = Base(input);
+    r->allocate_output = AllocateOutput(ctx, 0);
+    r->report_splits = [ctx](const std::vector<int64_t>& received) {
+      tf::Tensor* out = nullptr;
+      absl::Status s = ctx->allocate_output(1, tf::TensorShape({static_cast<int64_t>(received.size())}), &out);
+      if (!s.ok()) return Status::Internal("allocating received_splits: " + std::string(s.message()));
+      auto flat = out->flat<int64_t>();
+      for (size_t i = 0; i < received.size(); ++i) flat(i) = received[i];
+      return Status::OK();
+    };
+    return Status::OK();
+  }
+};
+
+class ReducescatterKernel : public CollectiveKernel {
+ public:
+  explicit ReducescatterKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
+    OP_REQUIRES_OK(c, ParseScale(c, "prescale_factor", &prescale_));
+    OP_REQUIRES_OK(c, ParseScale(c, "postscale_factor", &postscale_));
+    OP_REQUIRES(c, reduce_op_ >= 0 && reduce_op_ <= kAverage,
+                absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op_)));
+  }
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    const tf::Tensor& input = ctx->input(0);
+    TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "reducescatter"));
+    TensorDescription& d = r->description;
+    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kReducescatter, &d));
+    d.op = reduce_op_ == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_);
+    d.prescale = prescale_;
+    d.postscale = reduce_op_ == kAverage ? postscale_ / topology.size : postscale_;
+    r->input = Base(input);
+    r->allocate_output = AllocateOutput(ctx, 0);
+    return Status::OK();
+  }
+
+ private:
+  int reduce_op_ = 0;
+  double prescale_ = 1.0;
+  double postscale_ = 1.0;
+};
+
+class BarrierKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    r->description.type = CollectiveType::kBarrier;
+    r->description.dtype = DataType::kInt32;
+    tf::Tensor* output = nullptr;
+    absl::Status s = ctx->allocate_output(0, tf::TensorShape({}), &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
+    output->scalar<int32_t>()() = topology.size;
+    return Status::OK();
+  }
+};
+
+class TopologyKernel : public tf::OpKernel {
+ public:
+  explicit TopologyKernel(tf::OpKernelConstruction* c) : tf::OpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("which", &which_));
+  }
+  void Compute(tf::OpKernelContext* ctx) override {
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES(ctx, handle.runtime != nullptr,
+                absl::FailedPreconditionError(absl::StrCat(
+                    "tfdist is not initialized: call tfdist.init() first")));
+    const Topology& t = handle.topology;
+    const int values[] = {t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size};
+    OP_REQUIRES(ctx, which_ >= 0 && which_ < 6, absl::InvalidArgumentError("bad which"));
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &output));
+    output->scalar<int32_t>()() = values[which_];
+  }
+
+ private:
+  int which_ = 0;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfdistAllreduce").Device(tf::DEVICE_CPU), AllreduceKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistTopology").Device(tf::DEVICE_CPU), TopologyKernel);
+
+}  // namespace tfdist

@@ -1,0 +1,119 @@
+// Registration of tfdist's TensorFlow ops: names, attributes, shapes.
+// The kernels are in kernels.cc.
+//
+// Naming: ranks match collectives by name. An op with a tensor_name uses it;
+// otherwise a graph op uses its node name, and an eager op (eager_sequence)
+// takes the next number of a per-process sequence, so that the n-th unnamed
+// eager collective has the same name on every rank. Names are kept out of
+// the attributes for eager ops so that TensorFlow's eager kernel cache hits.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tfdist {
+
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+namespace {
+
+// The first dimension depends on the other ranks; the rest is the input's.
+absl::Status UnknownFirstDimension(InferenceContext* c) {
+  ShapeHandle output;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &output));
+  c->set_output(0, output);
+  return absl::OkStatus();
+}
+
+absl::Status ScalarShape(InferenceContext* c) {
+  c->set_output(0, c->Scalar());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average. Scale factors travel
+// as decimal strings so that they keep double precision (TF has no double
+// attribute).
+REGISTER_OP("TfdistAllreduce")
+    .Input("tensor: T")
+    .Output("output: T")
+    .Attr("T: {uint8, int8, int32, int64, half, bfloat16, float, double}")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Attr("algorithm: int = 0")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
+
+REGISTER_OP("TfdistAllgather")
+    .Input("tensor: T")
+    .Output("output: T")
+    .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
+      return UnknownFirstDimension(c);
+    });
+
+REGISTER_OP("TfdistBroadcast")
+    .Input("tensor: T")
+    .Output("output: T")
+    .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
+    .Attr("root_rank: int")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
+
+REGISTER_OP("TfdistAlltoall")
+    .Input("tensor: T")
+    .Input("splits: int64")
+    .Output("output: T")
+    .Output("received_splits: int64")
+    .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
+      TF_RETURN_IF_ERROR(UnknownFirstDimension(c));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("TfdistReducescatter")
+    .Input("tensor: T")
+    .Output("output: T")
+    .Attr("T: {uint8, int8, int32, int64, half, bfloat16, float, double}")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
+      return UnknownFirstDimension(c);
+    });
+
+REGISTER_OP("TfdistBarrier")
+    .Output("size: int32")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(ScalarShape);
+
+// Graph-time topology: evaluated when the graph runs, not when it is built.
+// which: 0 rank, 1 size, 2 local_rank, 3 local_size, 4 cross_rank, 5 cross_size.
+REGISTER_OP("TfdistTopology")
+    .Output("value: int32")
+    .Attr("which: int")
+    .SetIsStateful()
+    .SetShapeFn(ScalarShape);
+
+}  // namespace tfdist

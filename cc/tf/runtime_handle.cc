@@ -1,0 +1,31 @@
+#include "cc/tf/runtime_handle.h"
+
+#include <mutex>
+
+namespace tfdist {
+
+namespace {
+
+std::mutex& HandleMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+RuntimeHandle& Handle() {
+  static RuntimeHandle handle;
+  return handle;
+}
+
+}  // namespace
+
+RuntimeHandle CurrentRuntime() {
+  std::lock_guard<std::mutex> lock(HandleMutex());
+  return Handle();
+}
+
+void SetCurrentRuntime(RuntimeHandle handle) {
+  std::lock_guard<std::mutex> lock(HandleMutex());
+  Handle() = std::move(handle);
+}
+
+}  // namespace tfdist

@@ -1,0 +1,30 @@
+"""tfdist: data-parallel training for TensorFlow and Keras over MPI, with Horovod's API.
+
+    import tfdist
+    tfdist.init()
+    total = tfdist.allreduce(tf.ones(3) * tfdist.rank(), op=tfdist.Sum)
+"""
+from tfdist import _library
+from tfdist import gradients as _gradients  # noqa: F401  (registers the gradients)
+from tfdist.config import ConfigError, RuntimeSettings
+from tfdist.ops import (Average, Max, Min, Product, ReduceOp, Sum, allgather, allreduce,
+                        alltoall, barrier, broadcast, grouped_allreduce, local_rank_op,
+                        local_size_op, rank_op, reducescatter, size_op)
+from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
+                            cross_size, init, is_initialized, link_cost, local_rank,
+                            local_size, rank, shutdown, size, stats)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError", "Product",
+    "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allreduce",
+    "alltoall", "barrier", "broadcast", "cross_rank", "cross_size", "grouped_allreduce",
+    "init", "is_initialized", "link_cost", "local_rank", "local_rank_op", "local_size",
+    "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
+    "stats",
+]
+
+# Fail at import, with a message that says how to rebuild, when the native
+# library is missing or was built for another TensorFlow.
+_library.ops()

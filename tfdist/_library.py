@@ -1,0 +1,69 @@
+"""Loads tfdist's native library: the TensorFlow ops and the runtime's C control API."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+from pathlib import Path
+from types import ModuleType
+
+import tensorflow as tf
+
+LIBRARY_DIR = Path(__file__).resolve().parent / "lib"
+LIBRARY_PATH = LIBRARY_DIR / "libtfdist.so"
+BUILD_INFO_PATH = LIBRARY_DIR / "build_info.json"
+REBUILD_HINT = ("Rebuild tfdist against the TensorFlow you have: from the tfdist source "
+                "tree run `pip install --no-build-isolation --force-reinstall --no-deps .` "
+                "(or ./scripts/setup.sh).")
+
+
+class LibraryError(ImportError):
+    """tfdist's native library is missing or was built for another TensorFlow."""
+
+
+def _check_build() -> None:
+    if not LIBRARY_PATH.exists():
+        raise LibraryError(f"tfdist's native library {LIBRARY_PATH} is missing. {REBUILD_HINT}")
+    try:
+        info = json.loads(BUILD_INFO_PATH.read_text())
+    except (OSError, ValueError) as error:
+        raise LibraryError(f"cannot read {BUILD_INFO_PATH} ({error}). {REBUILD_HINT}") from None
+    built = (info.get("tensorflow_version"), info.get("tensorflow_git_version"))
+    found = (tf.__version__, tf.version.GIT_VERSION)
+    if built != found:
+        raise LibraryError(
+            f"tfdist was built against TensorFlow {built[0]} ({built[1]}) but TensorFlow "
+            f"{found[0]} ({found[1]}) is installed. {REBUILD_HINT}")
+
+
+@functools.lru_cache(maxsize=None)
+def ops() -> ModuleType:
+    """The generated Python wrappers of the Tfdist* ops."""
+    _check_build()
+    try:
+        return tf.load_op_library(str(LIBRARY_PATH))
+    except (tf.errors.NotFoundError, OSError) as error:
+        raise LibraryError(f"TensorFlow could not load {LIBRARY_PATH}: {error}. "
+                           f"{REBUILD_HINT}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def control() -> ctypes.CDLL:
+    """The runtime's C control API (cc/tf/control_api.cc), with argument types declared."""
+    ops()  # loads the library into TensorFlow first, so both share one copy
+    lib = ctypes.CDLL(str(LIBRARY_PATH))
+    lib.tfdist_init.argtypes = [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+    lib.tfdist_init.restype = ctypes.c_int
+    lib.tfdist_shutdown.argtypes = []
+    lib.tfdist_shutdown.restype = None
+    lib.tfdist_is_initialized.restype = ctypes.c_int
+    lib.tfdist_topology.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    lib.tfdist_topology.restype = ctypes.c_int
+    lib.tfdist_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_int]
+    lib.tfdist_stats.restype = ctypes.c_int
+    lib.tfdist_resolve_algorithm.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.tfdist_resolve_algorithm.restype = ctypes.c_int
+    lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double),
+                                     ctypes.POINTER(ctypes.c_double)]
+    lib.tfdist_link_cost.restype = ctypes.c_int
+    return lib

@@ -1,0 +1,125 @@
+"""tfdist's settings: read once from TFDIST_* environment variables, overridden by init() arguments.
+
+This is the only module that reads TFDIST_* variables. The runtime receives
+the result as one string (see ``RuntimeSettings.to_runtime_string``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+ALGORITHMS = ("auto", "tree", "butterfly", "ring", "rabenseifner", "mpi")
+
+
+class ConfigError(ValueError):
+    """A TFDIST_* variable or init() argument has a value tfdist cannot use."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSettings:
+    """Everything configurable about the runtime, with the defaults tfdist ships.
+
+    Attributes map to environment variables by upper-casing with a TFDIST_
+    prefix, e.g. ``fusion_threshold`` is ``TFDIST_FUSION_THRESHOLD``.
+    """
+
+    #: Allreduce algorithm when a call names none: auto (cost model) or a fixed one.
+    allreduce_algorithm: str = "auto"
+    #: Bytes of small tensors packed into one fused allreduce; 0 disables fusion.
+    fusion_threshold: int = 64 * 1024 * 1024
+    #: Longest pause, in milliseconds, between negotiation rounds while work waits.
+    cycle_time: float = 1.0
+    #: Tensors remembered by the response cache; 0 disables it.
+    cache_capacity: int = 1024
+    #: Seconds a collective may wait for other ranks before a stall is reported.
+    stall_check_time: float = 60.0
+    #: Seconds after which a stalled job aborts on every rank; 0 waits forever.
+    stall_shutdown_time: float = 0.0
+    #: Link latency (s) and inverse bandwidth (s/byte) for the cost model;
+    #: unset (negative) means measured at init and cached per host.
+    latency: float = -1.0
+    seconds_per_byte: float = -1.0
+    #: Where the measured link cost is cached; empty disables the cache.
+    calibration_cache_dir: str = str(Path.home() / ".cache" / "tfdist")
+    #: Chrome-trace timeline path (".<rank>" is appended when size > 1).
+    timeline: str = ""
+    #: One stderr line per collective (name, size, algorithm) when true.
+    debug: bool = False
+
+    @classmethod
+    def from_environment(cls, environ: Optional[Mapping[str, str]] = None,
+                         **overrides: Any) -> "RuntimeSettings":
+        """Reads TFDIST_* variables, then applies keyword overrides (init() arguments)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            key = "TFDIST_" + field.name.upper()
+            if key in environ and environ[key] != "":
+                values[field.name] = _convert(key, environ[key], field.type)
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Raises ConfigError naming the first setting that cannot work."""
+        if self.allreduce_algorithm not in ALGORITHMS:
+            raise ConfigError(f"TFDIST_ALLREDUCE_ALGORITHM={self.allreduce_algorithm!r}: "
+                              f"expected one of {', '.join(ALGORITHMS)}")
+        for name in ("fusion_threshold", "cache_capacity"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"TFDIST_{name.upper()} must not be negative")
+        if self.cycle_time <= 0:
+            raise ConfigError("TFDIST_CYCLE_TIME must be positive (milliseconds)")
+        if self.stall_check_time <= 0:
+            raise ConfigError("TFDIST_STALL_CHECK_TIME must be positive (seconds)")
+
+    def to_runtime_string(self) -> str:
+        """The "key=value;..." form the C++ runtime parses (cc/core/runtime/config.cc)."""
+        cache_dir = self.calibration_cache_dir
+        if cache_dir:
+            try:
+                Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            except OSError:
+                cache_dir = ""  # an unwritable cache only costs a re-measurement
+        pairs = {
+            "algorithm": self.allreduce_algorithm,
+            "fusion_threshold": self.fusion_threshold,
+            "cycle_time_ms": self.cycle_time,
+            "cache_capacity": self.cache_capacity,
+            "stall_check_seconds": self.stall_check_time,
+            "stall_shutdown_seconds": self.stall_shutdown_time,
+            "latency_seconds": self.latency,
+            "seconds_per_byte": self.seconds_per_byte,
+            "calibration_cache_dir": cache_dir,
+            "timeline": self.timeline,
+            "debug_log": int(self.debug),
+        }
+        for key, value in pairs.items():
+            if ";" in str(value):
+                raise ConfigError(f"tfdist setting {key} may not contain ';'")
+        return ";".join(f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}"
+                        for k, v in pairs.items())
+
+
+def _convert(key: str, text: str, kind: Any) -> Any:
+    kind = kind if isinstance(kind, str) else kind.__name__
+    try:
+        if kind == "int":
+            return int(float(text))
+        if kind == "float":
+            return float(text)
+        if kind == "bool":
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+    except ValueError:
+        raise ConfigError(f"{key}={text!r} is not a valid {kind}") from None
+    return text

@@ -1,0 +1,176 @@
+"""The collective operations as TensorFlow ops, with their gradients.
+
+Every function works eagerly and inside ``tf.function``. Ranks match
+collectives by name: pass ``name=`` when collectives may be issued in a
+different order on different ranks (several threads, several concurrently
+running functions); unnamed graph ops use their node name and unnamed eager
+ops a per-process sequence number.
+"""
+from __future__ import annotations
+
+import enum
+from typing import List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from tfdist import _library
+from tfdist.config import ALGORITHMS
+
+
+class ReduceOp(enum.IntEnum):
+    """How allreduce combines the ranks' tensors."""
+
+    SUM = 0
+    MIN = 1
+    MAX = 2
+    PRODUCT = 3
+    AVERAGE = 4
+
+
+Sum = ReduceOp.SUM
+Min = ReduceOp.MIN
+Max = ReduceOp.MAX
+Product = ReduceOp.PRODUCT
+Average = ReduceOp.AVERAGE
+
+_REDUCIBLE = (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
+              tf.float64)
+
+
+def _naming(name: Optional[str]) -> dict:
+    """Attributes that name the collective (see the module docstring)."""
+    if name:
+        return {"tensor_name": name, "eager_sequence": False}
+    return {"tensor_name": "", "eager_sequence": tf.executing_eagerly()}
+
+
+def _node_name(name: Optional[str]) -> Optional[str]:
+    # TensorFlow node names allow fewer characters than tensor names.
+    if not name:
+        return None
+    cleaned = "".join(c if c.isalnum() or c in "._-/" else "_" for c in name)
+    return cleaned.lstrip("_/-") or None
+
+
+def _scale_attr(value: float) -> str:
+    return repr(float(value))
+
+
+def _algorithm_attr(algorithm: Optional[str]) -> int:
+    if algorithm is None:
+        return 0  # the runtime applies TFDIST_ALLREDUCE_ALGORITHM, else auto
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown allreduce algorithm {algorithm!r}; "
+                         f"expected one of {', '.join(ALGORITHMS)}")
+    return ALGORITHMS.index(algorithm)
+
+
+def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
+              prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+              algorithm: Optional[str] = None) -> tf.Tensor:
+    """Combines ``tensor`` across all ranks; every rank gets the result.
+
+    ``op`` is one of Sum, Average (default), Min, Max, Product. The input is
+    multiplied by ``prescale_factor`` before and the result by
+    ``postscale_factor`` after the reduction, in double precision; integer
+    results are rounded to nearest. float16/bfloat16 are accumulated in
+    float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
+    or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
+    cost model ("auto").
+    """
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.dtype not in _REDUCIBLE:
+        raise TypeError(f"tfdist.allreduce does not support dtype {tensor.dtype.name}; "
+                        f"supported: {', '.join(t.name for t in _REDUCIBLE)}")
+    return _library.ops().tfdist_allreduce(
+        tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
+        postscale_factor=_scale_attr(postscale_factor), algorithm=_algorithm_attr(algorithm),
+        name=_node_name(name), **_naming(name))
+
+
+def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
+                      name: Optional[str] = None, prescale_factor: float = 1.0,
+                      postscale_factor: float = 1.0,
+                      algorithm: Optional[str] = None) -> List[tf.Tensor]:
+    """Allreduces a list of tensors; they are negotiated together and fused where possible."""
+    base = name or "grouped_allreduce"
+    if not tf.executing_eagerly() or name:
+        names = [f"{base}.{i}" for i in range(len(tensors))]
+    else:
+        names = [None] * len(tensors)
+    return [allreduce(t, op=op, name=n, prescale_factor=prescale_factor,
+                      postscale_factor=postscale_factor, algorithm=algorithm)
+            for t, n in zip(tensors, names)]
+
+
+def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
+    """Concatenates every rank's ``tensor`` along the first dimension, in rank order.
+
+    The first dimension may differ between ranks; the others must agree.
+    """
+    return _library.ops().tfdist_allgather(tf.convert_to_tensor(tensor),
+                                           name=_node_name(name), **_naming(name))
+
+
+def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
+    """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included)."""
+    return _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root_rank,
+                                           name=_node_name(name), **_naming(name))
+
+
+def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
+             name: Optional[str] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Sends ``splits[j]`` rows of ``tensor`` to rank j (equal parts when None).
+
+    Returns the rows received, concatenated in rank order, and how many came
+    from each rank.
+    """
+    splits_tensor = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
+    output, received = _library.ops().tfdist_alltoall(
+        tf.convert_to_tensor(tensor), splits_tensor, name=_node_name(name), **_naming(name))
+    return output, received
+
+
+def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
+                  prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> tf.Tensor:
+    """Reduces ``tensor`` across ranks and gives each rank its share of the first dimension.
+
+    Rank r gets rows [start_r, start_r + n_r) of the result, where the rows are
+    split as evenly as possible and the first (rows % size) ranks get one more.
+    """
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.dtype not in _REDUCIBLE:
+        raise TypeError(f"tfdist.reducescatter does not support dtype {tensor.dtype.name}")
+    return _library.ops().tfdist_reducescatter(
+        tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
+        postscale_factor=_scale_attr(postscale_factor), name=_node_name(name),
+        **_naming(name))
+
+
+def barrier(name: Optional[str] = None) -> tf.Tensor:
+    """Returns once every rank has reached it; the result is the number of ranks."""
+    return _library.ops().tfdist_barrier(name=_node_name(name), **_naming(name))
+
+
+def _topology_op(which: int) -> tf.Tensor:
+    return _library.ops().tfdist_topology(which=which)
+
+
+def rank_op() -> tf.Tensor:
+    """This rank, evaluated when the graph runs."""
+    return _topology_op(0)
+
+
+def size_op() -> tf.Tensor:
+    """The number of ranks, evaluated when the graph runs."""
+    return _topology_op(1)
+
+
+def local_rank_op() -> tf.Tensor:
+    """The rank on this host, evaluated when the graph runs."""
+    return _topology_op(2)
+
+
+def local_size_op() -> tf.Tensor:
+    """The number of ranks on this host, evaluated when the graph runs."""
+    return _topology_op(3)

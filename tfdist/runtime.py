@@ -1,0 +1,146 @@
+"""Starting, stopping and querying the runtime: init(), shutdown(), rank(), size(), stats()."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import warnings
+from typing import Any, Dict, Optional
+
+from tfdist import _library
+from tfdist.config import ALGORITHMS, RuntimeSettings
+
+
+class NotInitializedError(RuntimeError):
+    """A tfdist function that needs the runtime was called before tfdist.init()."""
+
+
+class InitError(RuntimeError):
+    """The runtime could not start; the message says why."""
+
+
+_STAT_NAMES = (
+    "allreduce_calls", "tensors_reduced", "bytes_reduced", "allgather_calls",
+    "broadcast_calls", "alltoall_calls", "reducescatter_calls", "negotiation_rounds",
+    "cached_rounds", "errors",
+)
+
+
+def init(comm: Any = None, **settings: Any) -> None:
+    """Starts tfdist on every process of ``comm`` (an mpi4py communicator; default COMM_WORLD).
+
+    Collective: every rank must call it. Keyword arguments override the
+    TFDIST_* environment variables (see ``tfdist.config.RuntimeSettings``),
+    e.g. ``init(fusion_threshold=0)``. Calling it again while initialized does
+    nothing.
+    """
+    if is_initialized():
+        return
+    config = RuntimeSettings.from_environment(**settings)
+    from mpi4py import MPI  # initializes MPI (THREAD_MULTIPLE) if nobody has
+
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        warnings.warn("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
+                      "thread and your own MPI calls must then never overlap.", stacklevel=2)
+    comm = MPI.COMM_WORLD if comm is None else comm
+    error = ctypes.create_string_buffer(4096)
+    code = _library.control().tfdist_init(MPI._handleof(comm),
+                                          config.to_runtime_string().encode(), error,
+                                          len(error))
+    if code != 0:
+        raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
+    _register_exit_handler()
+
+
+def _register_exit_handler() -> None:
+    # mpi4py finalizes MPI at exit; handlers run last-registered first, and
+    # this one is registered after mpi4py's, so the runtime stops before MPI.
+    if not getattr(_register_exit_handler, "done", False):
+        atexit.register(shutdown)
+        _register_exit_handler.done = True  # type: ignore[attr-defined]
+
+
+def shutdown() -> None:
+    """Stops the runtime. Collectives still waiting fail; later ones raise until init()."""
+    if _library.LIBRARY_PATH.exists():
+        _library.control().tfdist_shutdown()
+
+
+def is_initialized() -> bool:
+    """True between init() and shutdown()."""
+    return bool(_library.control().tfdist_is_initialized())
+
+
+def _topology() -> tuple:
+    values = (ctypes.c_int * 6)()
+    if _library.control().tfdist_topology(values) != 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return tuple(values)
+
+
+def rank() -> int:
+    """This process's rank in the communicator given to init()."""
+    return _topology()[0]
+
+
+def size() -> int:
+    """Number of processes in the communicator given to init()."""
+    return _topology()[1]
+
+
+def local_rank() -> int:
+    """Rank among the processes on this host."""
+    return _topology()[2]
+
+
+def local_size() -> int:
+    """Number of processes on this host."""
+    return _topology()[3]
+
+
+def cross_rank() -> int:
+    """Rank of this host among the hosts (processes with this local rank)."""
+    return _topology()[4]
+
+
+def cross_size() -> int:
+    """Number of hosts (processes with this local rank)."""
+    return _topology()[5]
+
+
+def stats() -> Dict[str, Any]:
+    """Counters of what the runtime did on this rank.
+
+    ``allreduce_calls`` counts allreduce collectives executed and
+    ``tensors_reduced`` the tensors that went through them (more tensors than
+    calls means fusion happened); ``algorithm_calls`` maps algorithm names to
+    how many allreduces ran with each.
+    """
+    values = (ctypes.c_uint64 * 32)()
+    count = _library.control().tfdist_stats(values, len(values))
+    if count < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    result: Dict[str, Any] = dict(zip(_STAT_NAMES, values[:len(_STAT_NAMES)]))
+    result["algorithm_calls"] = dict(zip(ALGORITHMS, values[len(_STAT_NAMES):count]))
+    return result
+
+
+def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
+    """The allreduce algorithm a call with ``nbytes`` of data runs with on this job.
+
+    With ``algorithm=None`` this is what "auto" (the cost model on the measured
+    link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
+    are reduced in float32, so pass twice their byte size.
+    """
+    requested = ALGORITHMS.index(algorithm or "auto")
+    chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
+    if chosen < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return ALGORITHMS[chosen]
+
+
+def link_cost() -> Dict[str, float]:
+    """The latency (s) and inverse bandwidth (s/byte) the cost model uses."""
+    latency, per_byte = ctypes.c_double(), ctypes.c_double()
+    if _library.control().tfdist_link_cost(ctypes.byref(latency), ctypes.byref(per_byte)) != 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return {"latency_s": latency.value, "seconds_per_byte": per_byte.value}
