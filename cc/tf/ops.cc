@@ -18,9 +18,12 @@ using ::tensorflow::shape_inference::ShapeHandle;
 namespace {
 
 // The first dimension depends on the other ranks; the rest is the input's.
+// The input needs at least one dimension.
 absl::Status UnknownFirstDimension(InferenceContext* c) {
+  ShapeHandle input;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
   ShapeHandle output;
-  TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &output));
+  TF_RETURN_IF_ERROR(c->ReplaceDim(input, 0, c->UnknownDim(), &output));
   c->set_output(0, output);
   return absl::OkStatus();
 }
@@ -55,10 +58,7 @@ REGISTER_OP("TfdistAllgather")
     .Attr("tensor_name: string = ''")
     .Attr("eager_sequence: bool = false")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
-      return UnknownFirstDimension(c);
-    });
+    .SetShapeFn(UnknownFirstDimension);
 
 REGISTER_OP("TfdistBroadcast")
     .Input("tensor: T")
@@ -80,7 +80,6 @@ REGISTER_OP("TfdistAlltoall")
     .Attr("eager_sequence: bool = false")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
       TF_RETURN_IF_ERROR(UnknownFirstDimension(c));
       c->set_output(1, c->Vector(c->UnknownDim()));
       return absl::OkStatus();
@@ -96,10 +95,7 @@ REGISTER_OP("TfdistReducescatter")
     .Attr("tensor_name: string = ''")
     .Attr("eager_sequence: bool = false")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, nullptr));
-      return UnknownFirstDimension(c);
-    });
+    .SetShapeFn(UnknownFirstDimension);
 
 REGISTER_OP("TfdistBarrier")
     .Output("size: int32")

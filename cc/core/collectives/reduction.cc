@@ -1,6 +1,7 @@
 #include "cc/core/collectives/reduction.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "cc/core/half.h"
@@ -8,10 +9,12 @@
 namespace tfdist {
 namespace {
 
-// The operators, applied to one pair of elements. Sum and Product are only
-// instantiated with unsigned or floating types (signed integers are reduced
-// through their unsigned twin so that overflow wraps instead of being UB);
-// the static_cast undoes the promotion of uint8_t to int.
+// The operators, applied to one pair of elements or to one pair of GCC/Clang
+// vectors (whose + and * wrap per lane and whose ?: selects per lane). Sum
+// and Product are only instantiated with unsigned or floating types (signed
+// integers are reduced through their unsigned twin so that overflow wraps
+// instead of being UB); the static_cast undoes the promotion of uint8_t to
+// int in the scalar case.
 struct SumOp {
   template <typename T>
   static T Apply(T a, T b) { return static_cast<T>(a + b); }
@@ -29,13 +32,31 @@ struct MaxOp {
   static T Apply(T a, T b) { return a < b ? b : a; }
 };
 
-// The inner loops: no calls, no branches on dtype or op, restrict pointers,
-// so that the compiler vectorises them.
+// The inner loop for the plain types. Explicit 16-byte vectors (SSE2 on
+// x86-64, NEON on arm64) rather than relying on auto-vectorisation, which
+// GCC does not do at -O2 for loops with a runtime trip count. Two vectors per
+// iteration hide the latency of one. No calls, no branches on dtype or op.
 template <typename Op, typename T>
 void ReduceLoop(void* accumulator, const void* incoming, size_t count) {
-  T* __restrict acc = static_cast<T*>(accumulator);
-  const T* __restrict in = static_cast<const T*>(incoming);
-  for (size_t i = 0; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]);
+  typedef T Vector __attribute__((vector_size(16)));
+  constexpr size_t kLanes = sizeof(Vector) / sizeof(T);
+  unsigned char* acc_bytes = static_cast<unsigned char*>(accumulator);
+  const unsigned char* in_bytes = static_cast<const unsigned char*>(incoming);
+  size_t i = 0;
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    Vector acc0, acc1, in0, in1;  // memcpy: the buffers need not be aligned
+    std::memcpy(&acc0, acc_bytes + i * sizeof(T), sizeof(Vector));
+    std::memcpy(&acc1, acc_bytes + (i + kLanes) * sizeof(T), sizeof(Vector));
+    std::memcpy(&in0, in_bytes + i * sizeof(T), sizeof(Vector));
+    std::memcpy(&in1, in_bytes + (i + kLanes) * sizeof(T), sizeof(Vector));
+    acc0 = Op::Apply(acc0, in0);
+    acc1 = Op::Apply(acc1, in1);
+    std::memcpy(acc_bytes + i * sizeof(T), &acc0, sizeof(Vector));
+    std::memcpy(acc_bytes + (i + kLanes) * sizeof(T), &acc1, sizeof(Vector));
+  }
+  T* acc = static_cast<T*>(accumulator);
+  const T* in = static_cast<const T*>(incoming);
+  for (; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]);
 }
 
 // 16-bit floats: widen both operands, combine in float32, round back.

@@ -15,8 +15,8 @@ namespace tfdist {
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op);
 
-// The same with an explicit segment bound (kDefaultRingSegmentBytes, 1 MiB,
-// above); every rank must pass the same value. Tests use tiny segments to
+// The same with an explicit segment bound instead of kDefaultRingSegmentBytes
+// (1 MiB, ring_pipeline.h); every rank must pass the same value. Tests use tiny segments to
 // exercise the pipeline without huge buffers.
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,

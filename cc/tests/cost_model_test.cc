@@ -1,0 +1,113 @@
+// The cost model's formulas against hand-computed values, the selector's
+// choices at the two ends of the message-size range, and the link-cost
+// measurement's agreement across ranks.
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "cc/core/collectives/cost_model.h"
+#include "cc/core/transport/in_process_transport.h"
+#include "cc/tests/test_harness.h"
+
+namespace tfdist_test {
+namespace {
+
+using tfdist::AllreduceAlgorithm;
+using tfdist::LinkCost;
+
+constexpr LinkCost kLink = {2e-6, 1e-10};
+
+bool Near(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::fabs(b) + 1e-18; }
+
+double Predict(AllreduceAlgorithm algorithm, int size, size_t bytes) {
+  return tfdist::PredictAllreduceSeconds(algorithm, size, bytes, kLink);
+}
+
+}  // namespace
+
+TFDIST_TEST(CostModelMatchesHandComputedValues) {
+  // P = 8, m = 1e6 bytes: L + mG = 2e-6 + 1e-4 = 1.02e-4.
+  CHECK(Near(Predict(AllreduceAlgorithm::kTree, 8, 1000000), 2 * 3 * 1.02e-4));
+  CHECK(Near(Predict(AllreduceAlgorithm::kButterfly, 8, 1000000), 3 * 1.02e-4));
+  CHECK(Near(Predict(AllreduceAlgorithm::kRing, 8, 1000000),
+             14 * (2e-6 + 125000 * 1e-10)));
+  CHECK(Near(Predict(AllreduceAlgorithm::kRabenseifner, 8, 1000000),
+             2 * 2e-6 * 3 + 2 * 1e-4 * 7.0 / 8.0));
+  // P = 6 (p2 = 4, fold = 2 * (L + mG)); tree uses ceil(log2 6) = 3 levels.
+  const double fold = 2 * 1.02e-4;
+  CHECK(Near(Predict(AllreduceAlgorithm::kTree, 6, 1000000), 2 * 3 * 1.02e-4));
+  CHECK(Near(Predict(AllreduceAlgorithm::kButterfly, 6, 1000000),
+             2 * 1.02e-4 + fold));
+  CHECK(Near(Predict(AllreduceAlgorithm::kRing, 6, 1000000),
+             10 * (2e-6 + (1e6 / 6) * 1e-10)));
+  CHECK(Near(Predict(AllreduceAlgorithm::kRabenseifner, 6, 1000000),
+             2 * 2e-6 * 2 + 2 * 1e-4 * 3.0 / 4.0 + fold));
+  // One rank costs nothing; the non-transport algorithms are not modelled.
+  CHECK_EQ(Predict(AllreduceAlgorithm::kRing, 1, 1000000), 0.0);
+  CHECK(std::isinf(Predict(AllreduceAlgorithm::kMpi, 4, 100)));
+  CHECK(std::isinf(Predict(AllreduceAlgorithm::kAuto, 4, 100)));
+}
+
+TFDIST_TEST(ChooseAllreducePicksByMessageSize) {
+  for (int size : {2, 3, 4, 5, 8, 13, 16, 64}) {
+    CHECK_EQ_MSG(static_cast<int>(tfdist::ChooseAllreduce(size, 8, kLink)),
+                 static_cast<int>(AllreduceAlgorithm::kButterfly), "P=" << size);
+  }
+  for (int size : {4, 8, 16, 64, 3, 5, 13}) {
+    const AllreduceAlgorithm large =
+        tfdist::ChooseAllreduce(size, size_t{64} << 20, kLink);
+    CHECK_EQ_MSG(large == AllreduceAlgorithm::kRing ||
+                     large == AllreduceAlgorithm::kRabenseifner,
+                 true, "P=" << size);
+  }
+  // Powers of two: Rabenseifner has the ring's bandwidth term and fewer
+  // messages; small odd P: the fold makes the ring cheaper.
+  CHECK(tfdist::ChooseAllreduce(8, size_t{64} << 20, kLink) ==
+        AllreduceAlgorithm::kRabenseifner);
+  CHECK(tfdist::ChooseAllreduce(3, size_t{64} << 20, kLink) ==
+        AllreduceAlgorithm::kRing);
+  CHECK(tfdist::ChooseAllreduce(1, 1000, kLink) == AllreduceAlgorithm::kButterfly);
+  // The choice is the argmin of the predictions.
+  for (int size : {2, 3, 6, 8, 12, 16}) {
+    for (size_t bytes : {size_t{0}, size_t{100}, size_t{10000}, size_t{1} << 20,
+                         size_t{100} << 20}) {
+      const AllreduceAlgorithm chosen = tfdist::ChooseAllreduce(size, bytes, kLink);
+      for (AllreduceAlgorithm other :
+           {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
+            AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRabenseifner}) {
+        CHECK(Predict(chosen, size, bytes) <= Predict(other, size, bytes));
+      }
+    }
+  }
+}
+
+TFDIST_TEST(MeasureLinkCostAgreesAcrossRanks) {
+  for (int size : {1, 2, 3, 5}) {
+    std::vector<LinkCost> measured(size, LinkCost{-1.0, -1.0});
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<tfdist::Status> statuses =
+        tfdist::RunOnThreads(size, [&](tfdist::Transport& transport) {
+          return tfdist::MeasureLinkCost(transport, &measured[transport.rank()]);
+        });
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    CHECK_EQ_MSG(seconds < 2.0, true, "P=" << size << " took " << seconds << " s");
+    for (int rank = 0; rank < size; ++rank) {
+      CHECK_OK(statuses[rank]);
+      CHECK(measured[rank].latency_s > 0 && std::isfinite(measured[rank].latency_s));
+      CHECK(measured[rank].seconds_per_byte > 0 &&
+            std::isfinite(measured[rank].seconds_per_byte));
+      CHECK_EQ(measured[rank].latency_s, measured[0].latency_s);
+      CHECK_EQ(measured[rank].seconds_per_byte, measured[0].seconds_per_byte);
+    }
+  }
+  LinkCost single{};
+  tfdist::RunOnThreads(1, [&](tfdist::Transport& transport) {
+    return tfdist::MeasureLinkCost(transport, &single);
+  });
+  CHECK_EQ(single.latency_s, tfdist::kDefaultLinkCost.latency_s);
+  CHECK_EQ(single.seconds_per_byte, tfdist::kDefaultLinkCost.seconds_per_byte);
+}
+
+}  // namespace tfdist_test

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs the whole test suite: the C++ unit tests of
+# the collective algorithms (threads as ranks) and the Python tests, which
+# run tfdist under mpirun at several process counts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+source scripts/env.sh
+echo "== C++ unit tests"
+make --no-print-directory -C cc test
+echo "== Python tests"
+python -m pytest -q tests "$@"

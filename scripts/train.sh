@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets everything up, then trains the Keras digits example on 2 processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+source scripts/env.sh
+NP="${NP:-2}"
+timeout 900 mpirun -np "$NP" --oversubscribe --bind-to none python examples/keras_digits.py "$@"

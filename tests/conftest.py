@@ -1,0 +1,5 @@
+"""Makes the MPI harness importable from the tests."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,221 @@
+"""Checks every collective of the engine against numpy on every rank.
+
+Rank r contributes (r + 1) * base, with base depending on the element index,
+so a dropped or doubled chunk shows up as a wrong sum. Run under mpirun by
+tests/test_collectives.py.
+"""
+import itertools
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import tfdist
+from mpi_harness import worker_main
+
+ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", None]
+DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
+          tf.float64]
+OPS = [tfdist.Sum, tfdist.Average, tfdist.Min, tfdist.Max, tfdist.Product]
+SHAPES = [(), (0,), (1,), (7,), (2, 3), (2, 3, 4)]
+
+
+def contribution(rank, shape, op):
+    n = int(np.prod(shape))
+    # Products grow as P!: keep their factors small so no type overflows.
+    period = 2 if op == tfdist.Product else 5
+    base = (np.arange(n) % period + 1).reshape(shape)
+    return (rank + 1) * base
+
+
+def reference(size, shape, dtype, op):
+    """The expected result, computed in float64 (exact for these values) and cast."""
+    stack = np.stack([contribution(r, shape, op).astype(np.float64) for r in range(size)])
+    if op == tfdist.Sum:
+        result = stack.sum(0)
+    elif op == tfdist.Average:
+        result = stack.sum(0) / size
+    elif op == tfdist.Min:
+        result = stack.min(0)
+    elif op == tfdist.Max:
+        result = stack.max(0)
+    else:
+        result = stack.prod(0)
+    if dtype.is_integer:
+        # Integer averages round to nearest (ties to even); products wrap
+        # around in the tensor's own type, as in C.
+        result = np.round(result).astype(np.int64).astype(dtype.as_numpy_dtype)
+    return result
+
+
+def as_numpy(tensor):
+    tensor = tf.cast(tensor, tf.float64) if tensor.dtype in (tf.bfloat16, tf.float16) else tensor
+    return tensor.numpy().astype(np.float64)
+
+
+def check_allreduce_matrix(rank, size):
+    checked = 0
+    for algorithm, dtype, op, shape in itertools.product(ALGORITHMS, DTYPES, OPS, SHAPES):
+        x = tf.constant(contribution(rank, shape, op), dtype=dtype)
+        y = tfdist.allreduce(x, op=op, algorithm=algorithm)
+        assert y.dtype == dtype and tuple(y.shape) == shape, (y.dtype, y.shape)
+        expected = reference(size, shape, dtype, op)
+        got = as_numpy(y)
+        tolerance = 1e-2 * np.abs(expected) if dtype in (tf.float16, tf.bfloat16) else 1e-12
+        if not np.all(np.abs(got - expected) <= tolerance):
+            raise AssertionError(f"allreduce {algorithm} {dtype.name} {op.name} {shape}: "
+                                 f"got {got}, expected {expected}")
+        checked += 1
+    return checked
+
+
+def check_sum_identity(rank, size):
+    # Rank r contributes r + 1: the sum is P(P+1)/2 in every element, across
+    # segment boundaries of the ring (1 MiB) and uneven chunks.
+    for algorithm in ALGORITHMS:
+        for n in (size - 1, size + 1, 1000, 300_007):
+            y = tfdist.allreduce(tf.fill([n], float(rank + 1)), op=tfdist.Sum,
+                                 algorithm=algorithm)
+            assert np.all(y.numpy() == size * (size + 1) / 2), (algorithm, n)
+
+
+def check_scaling(rank, size):
+    x = tf.constant(contribution(rank, (10,), tfdist.Sum), tf.float64)
+    y = tfdist.allreduce(x, op=tfdist.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    np.testing.assert_allclose(y.numpy(), 1.5 * reference(size, (10,), tf.float64, tfdist.Sum))
+    # Average with a postscale of 1/3 keeps double precision in float64.
+    y = tfdist.allreduce(x, op=tfdist.Average, postscale_factor=1 / 3)
+    np.testing.assert_allclose(y.numpy(), reference(size, (10,), tf.float64, tfdist.Sum)
+                               / size / 3, rtol=1e-15)
+    xi = tf.constant(contribution(rank, (10,), tfdist.Sum), tf.int32)
+    yi = tfdist.allreduce(xi, op=tfdist.Sum, prescale_factor=2.0, postscale_factor=0.25)
+    np.testing.assert_array_equal(
+        yi.numpy(), np.round(reference(size, (10,), tf.int32, tfdist.Sum) * 0.5))
+
+
+def check_allgather(rank, size):
+    for dtype in DTYPES + [tf.bool]:
+        rows = rank + 1  # unequal first dimensions, rank 0 has one row
+        x = tf.cast(tf.fill([rows, 2, 3], rank + 1), dtype)
+        y = tfdist.allgather(x)
+        expected = np.concatenate([np.full([r + 1, 2, 3], r + 1) for r in range(size)])
+        if dtype == tf.bool:
+            expected = expected.astype(bool)
+        assert y.shape == expected.shape, (y.shape, expected.shape)
+        np.testing.assert_array_equal(as_numpy(y) if dtype != tf.bool else y.numpy(), expected)
+    # A rank may contribute zero rows.
+    y = tfdist.allgather(tf.ones([rank % 2, 4]))
+    assert y.shape[0] == sum(r % 2 for r in range(size))
+
+
+def check_broadcast(rank, size):
+    for root in range(size):
+        for dtype in DTYPES + [tf.bool]:
+            x = tf.cast(tf.fill([3, 2], rank + 1), dtype)
+            y = tfdist.broadcast(x, root_rank=root)
+            expected = np.full([3, 2], root + 1)
+            if dtype == tf.bool:
+                np.testing.assert_array_equal(y.numpy(), expected.astype(bool))
+            else:
+                np.testing.assert_array_equal(as_numpy(y), expected)
+        scalar = tfdist.broadcast(tf.constant(rank * 10), root_rank=root)
+        assert int(scalar) == root * 10
+    try:
+        tfdist.broadcast(tf.ones(2), root_rank=size)
+    except tf.errors.InvalidArgumentError as error:
+        assert "root_rank" in str(error)
+    else:
+        raise AssertionError("broadcast to a root outside the job did not fail")
+
+
+def check_gradients(rank, size):
+    weight = tf.constant(float(rank + 2))
+    x = tf.Variable(tf.ones([4]))
+    with tf.GradientTape() as tape:
+        y = tfdist.allreduce(x * weight, op=tfdist.Sum)
+        loss = tf.reduce_sum(y * float(rank + 1))
+    grad = tape.gradient(loss, x).numpy()
+    # d loss_total / dx_r = weight_r * sum_j (j + 1)
+    np.testing.assert_allclose(grad, (rank + 2) * size * (size + 1) / 2 * np.ones(4))
+
+    with tf.GradientTape() as tape:
+        y = tfdist.allreduce(x, op=tfdist.Average)
+        loss = tf.reduce_sum(y * float(rank + 1))
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(),
+                               (size + 1) / 2 * np.ones(4), rtol=1e-6)
+
+    rows = tf.Variable(tf.ones([rank + 1, 2]))
+    with tf.GradientTape() as tape:
+        gathered = tfdist.allgather(rows)
+        weights = tf.reshape(tf.range(tf.size(gathered), dtype=tf.float32),
+                             tf.shape(gathered)) * float(rank + 1)
+        loss = tf.reduce_sum(gathered * weights)
+    start = sum(r + 1 for r in range(rank))
+    index = np.arange(sum(r + 1 for r in range(size)) * 2, dtype=np.float64).reshape(-1, 2)
+    expected = index[start:start + rank + 1] * size * (size + 1) / 2
+    np.testing.assert_allclose(tape.gradient(loss, rows).numpy(), expected)
+
+    root = size - 1
+    v = tf.Variable(tf.ones([3]))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tfdist.broadcast(v, root_rank=root) * float(rank + 1))
+    expected = np.full(3, size * (size + 1) / 2) if rank == root else np.zeros(3)
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), expected)
+
+
+def check_tf_function(rank, size):
+    @tf.function
+    def step(x):
+        total = tfdist.allreduce(x, op=tfdist.Sum)
+        biggest = tfdist.allreduce(x, op=tfdist.Max, algorithm="ring")
+        gathered = tfdist.allgather(tf.reshape(x, [1, -1]))
+        root = tfdist.broadcast(x, root_rank=0)
+        return total, biggest, gathered, root, tfdist.rank_op(), tfdist.size_op()
+
+    for _ in range(3):  # the same graph again: the response cache path
+        x = tf.fill([5], float(rank + 1))
+        total, biggest, gathered, root, r, s = step(x)
+        assert np.all(total.numpy() == size * (size + 1) / 2)
+        assert np.all(biggest.numpy() == size)
+        np.testing.assert_array_equal(gathered.numpy()[:, 0], np.arange(1, size + 1))
+        assert np.all(root.numpy() == 1)
+        assert int(r) == rank and int(s) == size
+
+
+def check_topology(rank, size):
+    assert tfdist.is_initialized()
+    assert (tfdist.rank(), tfdist.size()) == (rank, size)
+    assert tfdist.local_size() == size and tfdist.local_rank() == rank  # one host
+    assert tfdist.cross_size() == 1 and tfdist.cross_rank() == 0
+    assert int(tfdist.local_rank_op()) == rank and int(tfdist.local_size_op()) == size
+    tfdist.init()  # a second init is harmless
+    assert tfdist.size() == size
+
+
+def main():
+    from mpi4py import MPI
+    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+    try:
+        tfdist.allreduce(tf.ones(1))
+    except tf.errors.FailedPreconditionError as error:
+        assert "tfdist.init()" in str(error), error
+    else:
+        raise AssertionError("a collective before init() did not fail")
+    tfdist.init()
+    check_topology(rank, size)
+    checked = check_allreduce_matrix(rank, size)
+    check_sum_identity(rank, size)
+    check_scaling(rank, size)
+    check_allgather(rank, size)
+    check_broadcast(rank, size)
+    check_gradients(rank, size)
+    check_tf_function(rank, size)
+    stats = tfdist.stats()
+    for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi"):
+        assert size == 1 or stats["algorithm_calls"][name] > 0, stats
+    tfdist.shutdown()
+    print(f"rank {rank}: collectives OK ({checked} allreduce combinations)", flush=True)
+
+
+if __name__ == "__main__":
+    worker_main(main)

@@ -1,0 +1,186 @@
+"""Averaging gradients across ranks: ``allreduce_gradients`` and ``DistributedGradientTape``.
+
+``allreduce_gradients`` is the one place that decides how a list of
+gradients crosses the ranks; the Keras ``DistributedOptimizer`` and the
+``DistributedGradientTape`` both use it, so that both behave the same way:
+
+- dense gradients are allreduced, each under a name derived from its
+  position and its variable, so that ranks match them by name whatever the
+  order in which their graphs run them, and the runtime's response cache
+  recognises them from one step to the next;
+- sparse gradients (``tf.IndexedSlices``, e.g. from an Embedding) are
+  allgathered (values and indices) unless ``sparse_as_dense`` asks to
+  densify them first;
+- ``gradient_predivide_factor`` f splits the averaging into a division by f
+  before the sum and a multiplication by f/size after it, which keeps large
+  float16 sums in range;
+- ``None`` gradients stay ``None``.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+from tfdist import ops, runtime
+from tfdist.compression import Compression, Compressor
+
+
+def _label(variable) -> str:
+    """A readable, rank-independent label for a variable (its Keras path or TF name)."""
+    if variable is None:
+        return "var"
+    label = getattr(variable, "path", None) or getattr(variable, "name", None) or "var"
+    return str(label).split(":")[0]
+
+
+def gradient_names(variables: Optional[Sequence], count: int, prefix: str) -> List[str]:
+    """Collective names for ``count`` gradients: ``prefix.index.variable-label``.
+
+    The index makes the names unique even when two variables share a label;
+    the label makes timelines and stall messages readable.
+    """
+    if variables is None:
+        return [f"{prefix}.{i}" for i in range(count)]
+    return [f"{prefix}.{i}.{_label(v)}" for i, v in enumerate(variables)]
+
+
+def _reduction(op: ops.ReduceOp, predivide: float) -> tuple:
+    """(op, prescale, postscale) for the runtime, given the user's op and predivide factor."""
+    if predivide != 1.0:
+        if op != ops.Average:
+            raise ValueError("gradient_predivide_factor only applies with op=Average")
+        return ops.Sum, 1.0 / predivide, predivide / runtime.size()
+    return op, 1.0, 1.0
+
+
+def _gather_sparse(gradient: tf.IndexedSlices, name: str, op: ops.ReduceOp,
+                   compression: Compressor) -> tf.IndexedSlices:
+    # Every rank's rows, concatenated: applying them adds up the ranks'
+    # contributions row by row, which is the sum; divide for the average.
+    values, context = compression.compress(gradient.values)
+    values = compression.decompress(ops.allgather(values, name=f"{name}.values"), context)
+    indices = ops.allgather(gradient.indices, name=f"{name}.indices")
+    if op == ops.Average:
+        values = values / tf.cast(runtime.size(), values.dtype)
+    elif op != ops.Sum:
+        raise ValueError(f"sparse gradients can only be summed or averaged, not {op.name}")
+    return tf.IndexedSlices(values, indices, gradient.dense_shape)
+
+
+def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
+                        variables: Optional[Sequence] = None,
+                        prefix: str = "tfdist.grad",
+                        op: ops.ReduceOp = ops.Average,
+                        compression: Compressor = Compression.none,
+                        sparse_as_dense: bool = False,
+                        gradient_predivide_factor: float = 1.0,
+                        num_groups: int = 0) -> List[Optional[tf.Tensor]]:
+    """Returns the gradients combined across ranks (averaged by default).
+
+    ``variables`` (same length as ``gradients``, or None) only name the
+    collectives. ``num_groups`` > 0 splits the dense gradients into that many
+    contiguous groups, each submitted as one grouped allreduce; 0 submits
+    them one by one (the runtime fuses small ones either way).
+    Works eagerly and inside ``tf.function``. With one rank, returns the
+    gradients unchanged (no collective is needed).
+    """
+    gradients = list(gradients)
+    if runtime.size() == 1 and gradient_predivide_factor == 1.0:
+        return [None if g is None else (tf.convert_to_tensor(g) if sparse_as_dense and
+                                        isinstance(g, tf.IndexedSlices) else g)
+                for g in gradients]
+    names = gradient_names(variables, len(gradients), prefix)
+    reduce_op, prescale, postscale = _reduction(ops.ReduceOp(op), gradient_predivide_factor)
+    result: List[Optional[tf.Tensor]] = [None] * len(gradients)
+    dense_indices: List[int] = []
+    for i, gradient in enumerate(gradients):
+        if gradient is None:
+            continue
+        if isinstance(gradient, tf.IndexedSlices):
+            if sparse_as_dense:
+                gradients[i] = tf.convert_to_tensor(gradient)
+            else:
+                result[i] = _gather_sparse(gradient, names[i], ops.ReduceOp(op), compression)
+                continue
+        dense_indices.append(i)
+
+    compressed = {i: compression.compress(tf.convert_to_tensor(gradients[i]))
+                  for i in dense_indices}
+    if num_groups > 0 and dense_indices:
+        groups = _split(dense_indices, num_groups)
+        for number, group in enumerate(groups):
+            reduced = ops.grouped_allreduce(
+                [compressed[i][0] for i in group], op=reduce_op,
+                name=f"{prefix}.group{number}of{len(groups)}", prescale_factor=prescale,
+                postscale_factor=postscale)
+            for i, value in zip(group, reduced):
+                result[i] = compression.decompress(value, compressed[i][1])
+    else:
+        for i in dense_indices:
+            value = ops.allreduce(compressed[i][0], op=reduce_op, name=names[i],
+                                  prescale_factor=prescale, postscale_factor=postscale)
+            result[i] = compression.decompress(value, compressed[i][1])
+    return result
+
+
+def _split(items: List[int], parts: int) -> List[List[int]]:
+    """``items`` in at most ``parts`` contiguous, nearly equal, non-empty groups."""
+    parts = min(parts, len(items))
+    size, extra = divmod(len(items), parts)
+    groups, start = [], 0
+    for k in range(parts):
+        end = start + size + (1 if k < extra else 0)
+        groups.append(items[start:end])
+        start = end
+    return groups
+
+
+class DistributedGradientTape:
+    """Wraps a ``tf.GradientTape`` so that ``gradient()`` returns cross-rank averages.
+
+        with tf.GradientTape() as tape:
+            loss = ...
+        tape = tfdist.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+
+    Everything else (``watch``, ``jacobian``, the context manager) is the
+    wrapped tape's. The collective names come from the sources' positions and
+    names, so every rank must ask for the gradients of the same sources.
+    """
+
+    def __init__(self, tape: tf.GradientTape, op: ops.ReduceOp = ops.Average,
+                 compression: Compressor = Compression.none, sparse_as_dense: bool = False,
+                 gradient_predivide_factor: float = 1.0, num_groups: int = 0,
+                 name: str = "tfdist.tape") -> None:
+        self._tape = tape
+        self._op = op
+        self._compression = compression
+        self._sparse_as_dense = sparse_as_dense
+        self._predivide = gradient_predivide_factor
+        self._num_groups = num_groups
+        self._name = name
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=tf.UnconnectedGradients.NONE):
+        """The wrapped tape's gradients, combined across ranks, in the structure of ``sources``."""
+        local = self._tape.gradient(target, sources, output_gradients=output_gradients,
+                                    unconnected_gradients=unconnected_gradients)
+        flat_sources = tf.nest.flatten(sources)
+        flat_local = tf.nest.flatten(local, expand_composites=False)
+        reduced = allreduce_gradients(
+            flat_local, flat_sources, prefix=self._name, op=self._op,
+            compression=self._compression, sparse_as_dense=self._sparse_as_dense,
+            gradient_predivide_factor=self._predivide, num_groups=self._num_groups)
+        return tf.nest.pack_sequence_as(local, reduced) if local is not None else None
+
+    def __enter__(self):
+        self._tape.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._tape.__exit__(*exc)
+
+    def __getattr__(self, attribute: str):
+        # watch(), stop_recording(), jacobian(), ... are the wrapped tape's.
+        return getattr(self._tape, attribute)

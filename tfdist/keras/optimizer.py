@@ -1,0 +1,300 @@
+"""``DistributedOptimizer``: any Keras 3 optimizer, with gradients averaged across ranks.
+
+Keras 3 routes every update through ``Optimizer.apply(grads, variables)``:
+``model.fit`` calls ``apply_gradients``, which calls ``apply``; custom loops
+call one or the other; ``LossScaleOptimizer.apply`` is the same entry point.
+So the wrapper overrides ``apply`` and nothing else on the update path: the
+gradients are averaged there, before Keras unscales, clips
+(clipnorm/clipvalue/global_clipnorm), decays and applies them. No private
+hook that Keras might stop calling is involved, and there is no path on
+which the gradients reach the update unaveraged.
+
+The wrapper is a subclass of the optimizer's own class, made on the fly and
+cached per class, so ``isinstance(opt, keras.optimizers.Adam)`` still holds
+and the saved config names the original class (with tfdist's settings added).
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Type
+
+import keras
+import tensorflow as tf
+
+from tfdist import ops
+from tfdist.compression import Compression, Compressor
+from tfdist.gradient_tape import allreduce_gradients
+
+# The settings DistributedOptimizer adds to the optimizer's config, with defaults.
+_SETTING_DEFAULTS: Dict[str, Any] = {
+    "compression": "none",
+    "op": "Average",
+    "backward_passes_per_step": 1,
+    "average_aggregated_gradients": False,
+    "sparse_as_dense": False,
+    "gradient_predivide_factor": 1.0,
+    "num_groups": 0,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedSettings:
+    """How a DistributedOptimizer combines gradients; see ``DistributedOptimizer``."""
+
+    compression: Compressor = Compression.none
+    op: ops.ReduceOp = ops.Average
+    backward_passes_per_step: int = 1
+    average_aggregated_gradients: bool = False
+    sparse_as_dense: bool = False
+    gradient_predivide_factor: float = 1.0
+    num_groups: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be >= 1")
+        if self.op not in (ops.Average, ops.Sum):
+            raise ValueError(f"gradients can be averaged or summed, not reduced with {self.op!r}")
+        if self.gradient_predivide_factor != 1.0 and self.op != ops.Average:
+            raise ValueError("gradient_predivide_factor only applies with op=Average")
+        if self.num_groups < 0:
+            raise ValueError("num_groups must be >= 0")
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]) -> "DistributedSettings":
+        """Pops the settings out of an optimizer config (leaving the optimizer's own keys)."""
+        values = {key: config.pop(key, default) for key, default in _SETTING_DEFAULTS.items()}
+        compression = values["compression"]
+        op = values["op"]
+        return cls(
+            compression=(compression if isinstance(compression, Compressor)
+                         else Compression.by_name(compression)),
+            op=op if isinstance(op, ops.ReduceOp) else ops.ReduceOp[str(op).upper()],
+            backward_passes_per_step=int(values["backward_passes_per_step"]),
+            average_aggregated_gradients=bool(values["average_aggregated_gradients"]),
+            sparse_as_dense=bool(values["sparse_as_dense"]),
+            gradient_predivide_factor=float(values["gradient_predivide_factor"]),
+            num_groups=int(values["num_groups"]))
+
+    def to_config(self) -> Dict[str, Any]:
+        """JSON-serialisable form, merged into the optimizer's ``get_config()``."""
+        return {
+            "compression": self.compression.name,
+            "op": ops.ReduceOp(self.op).name.capitalize(),
+            "backward_passes_per_step": self.backward_passes_per_step,
+            "average_aggregated_gradients": self.average_aggregated_gradients,
+            "sparse_as_dense": self.sparse_as_dense,
+            "gradient_predivide_factor": self.gradient_predivide_factor,
+            "num_groups": self.num_groups,
+        }
+
+
+class _LocalAccumulator:
+    """Local sums of gradients for backward_passes_per_step > 1.
+
+    Plain ``tf.Variable``s held outside Keras' tracking: they are scratch
+    state, not part of the optimizer that a ``.keras`` file should carry, so
+    a model trained with accumulation still loads into a plain optimizer.
+    """
+
+    def __init__(self, variables: Sequence) -> None:
+        self.sums = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                 name="tfdist_gradient_sum") for v in variables]
+        self.passes = tf.Variable(0, dtype=tf.int64, trainable=False, name="tfdist_passes")
+
+
+def inside_xla_compilation() -> bool:
+    """True while tracing a function that XLA will compile (jit_compile=True)."""
+    if tf.executing_eagerly():
+        return False
+    try:  # TensorFlow has no public API for this question.
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
+XLA_MESSAGE = ("tfdist's collectives are CPU kernels without an XLA implementation, so the "
+               "gradients cannot be averaged inside an XLA-compiled train step. Compile the "
+               "model with jit_compile=False, or pass any tfdist.keras callback to fit() "
+               "(it turns XLA off for the train step).")
+
+
+class DistributedOptimizerMixin:
+    """The part of every DistributedOptimizer subclass that tfdist adds."""
+
+    _tfdist_base: Type[keras.optimizers.Optimizer]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        settings = DistributedSettings.from_config(kwargs)
+        super().__init__(*args, **kwargs)
+        self._tfdist_settings = settings
+        self._tfdist_accumulator: Optional[_LocalAccumulator] = None
+        inner = getattr(self, "inner_optimizer", None)
+        if isinstance(inner, DistributedOptimizerMixin):
+            # A LossScaleOptimizer restored with the distributed classes in
+            # custom_objects gets a distributed inner optimizer too; averaging
+            # twice would be wasted work, so keep the inner one plain.
+            self.inner_optimizer = undistributed(inner)
+
+    @property
+    def distributed_settings(self) -> DistributedSettings:
+        """How this optimizer combines gradients across ranks."""
+        return self._tfdist_settings
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update(self._tfdist_settings.to_config())
+        return config
+
+    def build(self, variables: Sequence) -> None:
+        super().build(variables)
+        if self._tfdist_settings.backward_passes_per_step > 1 and self._tfdist_accumulator is None:
+            with tf.init_scope():  # created once, outside any function being traced
+                self._tfdist_accumulator = _LocalAccumulator(list(variables))
+
+    def apply(self, grads: Sequence, trainable_variables: Optional[Sequence] = None):
+        grads = list(grads)
+        if not grads:
+            return super().apply(grads, trainable_variables)
+        if inside_xla_compilation():
+            raise RuntimeError(XLA_MESSAGE)
+        variables = None if trainable_variables is None else list(trainable_variables)
+        if self._tfdist_settings.backward_passes_per_step == 1:
+            return super().apply(self._allreduce(grads, variables), variables)
+        return self._apply_every_nth_pass(grads, variables)
+
+    def _allreduce(self, grads: List, variables: Optional[List]) -> List:
+        settings = self._tfdist_settings
+        return allreduce_gradients(
+            grads, variables, prefix=f"tfdist.{self.name}", op=settings.op,
+            compression=settings.compression, sparse_as_dense=settings.sparse_as_dense,
+            gradient_predivide_factor=settings.gradient_predivide_factor,
+            num_groups=settings.num_groups)
+
+    def _apply_every_nth_pass(self, grads: List, variables: Optional[List]) -> None:
+        # Sum locally for N passes, then average across ranks once and apply.
+        # Every rank counts the same passes, so all take the same branch.
+        if not self.built:
+            if variables is None:
+                raise ValueError("the optimizer must be built, or given the variables")
+            with keras.name_scope(self.name, caller=self):
+                self.build(variables)
+            self.built = True
+        accumulator = self._tfdist_accumulator
+        if variables is None:
+            known = list(self._trainable_variables)
+        else:
+            known = variables
+        if len(known) != len(accumulator.sums):
+            raise ValueError("backward_passes_per_step needs the same variables on every call")
+        for grad, total in zip(grads, accumulator.sums):
+            if grad is not None:
+                total.assign_add(tf.cast(tf.convert_to_tensor(grad), total.dtype))
+        passes = accumulator.passes.assign_add(1)
+        steps = self._tfdist_settings.backward_passes_per_step
+        divisor = float(steps) if self._tfdist_settings.average_aggregated_gradients else 1.0
+
+        def reduce_and_apply() -> None:
+            summed = [None if g is None else total.read_value() / divisor
+                      for g, total in zip(grads, accumulator.sums)]
+            super(DistributedOptimizerMixin, self).apply(self._allreduce(summed, variables),
+                                                         variables)
+            for total in accumulator.sums:
+                total.assign(tf.zeros_like(total))
+
+        tf.cond(tf.equal(passes % steps, 0), reduce_and_apply, lambda: None)
+
+
+_CLASSES: Dict[type, type] = {}
+
+
+def distributed_class(base: Type[keras.optimizers.Optimizer]) -> type:
+    """The DistributedOptimizer subclass of ``base`` (made once per class).
+
+    It keeps ``base``'s name and module, so that configs and saved models
+    name the original optimizer class.
+    """
+    if issubclass(base, DistributedOptimizerMixin):
+        return base
+    if base not in _CLASSES:
+        _CLASSES[base] = type(base.__name__, (DistributedOptimizerMixin, base), {
+            "__module__": base.__module__,
+            "__qualname__": base.__qualname__,
+            "__doc__": f"{base.__name__} whose gradients are averaged across tfdist ranks.",
+            "_tfdist_base": base,
+        })
+    return _CLASSES[base]
+
+
+def undistributed(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+    """A plain optimizer of the wrapped class, with the same config (fresh state)."""
+    if not isinstance(optimizer, DistributedOptimizerMixin):
+        return optimizer
+    config = optimizer.get_config()
+    DistributedSettings.from_config(config)
+    return optimizer._tfdist_base.from_config(config)
+
+
+def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
+                         name: Optional[str] = None,
+                         compression: Compressor = Compression.none,
+                         op: ops.ReduceOp = ops.Average,
+                         backward_passes_per_step: int = 1,
+                         average_aggregated_gradients: bool = False,
+                         sparse_as_dense: bool = False,
+                         gradient_predivide_factor: float = 1.0,
+                         num_groups: int = 0) -> keras.optimizers.Optimizer:
+    """Returns ``optimizer`` made data-parallel: gradients are averaged across ranks before use.
+
+    The result is an instance of the optimizer's own class, configured like
+    it (it is made from ``optimizer.get_config()``, so wrap before training:
+    optimizer state such as momenta is not carried over). For mixed
+    precision, wrap the ``LossScaleOptimizer`` (not the other way round), so
+    that every rank sees the same averaged gradients when it decides whether
+    they are finite.
+
+    Args:
+      optimizer: any Keras 3 optimizer.
+      name: the optimizer's name (default: keep it).
+      compression: ``Compression.none`` or ``Compression.fp16`` for the allreduce.
+      op: ``Average`` (default) or ``Sum``.
+      backward_passes_per_step: apply (and communicate) once every N calls,
+        with the local sum of the N gradients.
+      average_aggregated_gradients: divide that local sum by N.
+      sparse_as_dense: densify IndexedSlices gradients and allreduce them,
+        instead of allgathering their rows.
+      gradient_predivide_factor: divide by f before summing and by size/f
+        after, instead of by size after.
+      num_groups: submit the gradients as this many grouped allreduces (0:
+        one by one).
+    """
+    if isinstance(optimizer, DistributedOptimizerMixin):
+        raise ValueError("the optimizer is already a DistributedOptimizer")
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(f"expected a Keras 3 optimizer, got {type(optimizer).__name__}")
+    settings = DistributedSettings(
+        compression=compression, op=ops.ReduceOp(op),
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients,
+        sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor,
+        num_groups=num_groups)
+    config = optimizer.get_config()
+    if name is not None:
+        config["name"] = name
+    config.update(settings.to_config())
+    return distributed_class(type(optimizer)).from_config(config)
+
+
+def distributed_custom_objects(
+        extra: Sequence[Type[keras.optimizers.Optimizer]] = ()) -> Dict[str, type]:
+    """Maps every Keras optimizer class name (and ``extra``'s) to its distributed subclass."""
+    classes = [value for value in vars(keras.optimizers).values()
+               if isinstance(value, type) and issubclass(value, keras.optimizers.Optimizer)]
+    classes.extend(extra)
+    return {cls.__name__: distributed_class(cls) for cls in classes}
+
+
+def warn_once(message: str) -> None:
+    """A one-line warning (Python shows each distinct message once per location)."""
+    warnings.warn(message, stacklevel=3)
