@@ -189,6 +189,36 @@ TFDIST_TEST(RingAllreduceManySegments) {
   }
 }
 
+// Out of place: the output starts as garbage and the input must stay as it was.
+TFDIST_TEST(RingAllreduceOutOfPlace) {
+  for (int size : {1, 2, 3, 4, 7}) {
+    for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(size + 1), size_t{1000},
+                         size_t{700001}}) {
+      for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
+        std::vector<Bytes> inputs;
+        for (int rank = 0; rank < size; ++rank) {
+          inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
+        }
+        const Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
+        std::vector<Bytes> kept = inputs;
+        auto run = [&](Transport& transport, void* buffer, size_t n) {
+          const size_t bytes = n * tfdist::DataTypeSize(dtype);
+          if (bytes > 0) std::memset(buffer, 0xAB, bytes);
+          return tfdist::RingAllreduceOutOfPlace(transport, kept[transport.rank()].data(),
+                                                 buffer, n, dtype, ReduceOp::kSum);
+        };
+        CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype, ReduceOp::kSum,
+                       InProcessSendMode::kRendezvous) + " out of place",
+                 run, inputs, expected, count, dtype, InProcessSendMode::kRendezvous);
+        for (int rank = 0; rank < size; ++rank) {
+          CHECK_EQ_MSG(FirstMismatch(kept[rank], inputs[rank], tfdist::DataTypeSize(dtype)),
+                       -1LL, "input of rank " << rank << " was modified");
+        }
+      }
+    }
+  }
+}
+
 // With inexact floating-point inputs the algorithms may round differently
 // from the sequential reference, but all ranks must still agree bit for bit
 // (replicas of a model must not drift apart).

@@ -20,17 +20,23 @@
 // latency term grows linearly in P.
 #include "cc/core/collectives/ring_allreduce.h"
 
+#include <cstring>
+
 #include "cc/core/collectives/chunk_layout.h"
 #include "cc/core/collectives/collective_tags.h"
 #include "cc/core/collectives/reduction.h"
 
 namespace tfdist {
+namespace {
 
-Status RingAllreduceWithSegments(Transport& transport, void* buffer,
-                                 size_t count, DataType dtype, ReduceOp op,
-                                 size_t max_segment_bytes) {
+Status RunRing(Transport& transport, const void* input, void* buffer,
+               size_t count, DataType dtype, ReduceOp op,
+               size_t max_segment_bytes) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const int size = transport.size();
+  if (input != nullptr && size == 1 && count > 0) {
+    std::memcpy(buffer, input, count * DataTypeSize(dtype));
+  }
   if (size == 1 || count == 0) return Status::OK();
 
   RingSchedule schedule;
@@ -47,13 +53,29 @@ Status RingAllreduceWithSegments(Transport& transport, void* buffer,
   schedule.op = op;
   schedule.max_segment_bytes = max_segment_bytes;
   schedule.tag = kRingAllreduceTag;
+  schedule.source = static_cast<const unsigned char*>(input);
   return RunRingSchedule(transport, buffer, schedule);
+}
+
+}  // namespace
+
+Status RingAllreduceWithSegments(Transport& transport, void* buffer,
+                                 size_t count, DataType dtype, ReduceOp op,
+                                 size_t max_segment_bytes) {
+  return RunRing(transport, nullptr, buffer, count, dtype, op, max_segment_bytes);
 }
 
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
-  return RingAllreduceWithSegments(transport, buffer, count, dtype, op,
-                                   kDefaultRingSegmentBytes);
+  return RunRing(transport, nullptr, buffer, count, dtype, op,
+                 kDefaultRingSegmentBytes);
+}
+
+Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
+                               void* output, size_t count, DataType dtype,
+                               ReduceOp op) {
+  return RunRing(transport, input, output, count, dtype, op,
+                 kDefaultRingSegmentBytes);
 }
 
 }  // namespace tfdist

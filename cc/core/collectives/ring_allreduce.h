@@ -15,6 +15,12 @@ namespace tfdist {
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op);
 
+// Out of place: `output` gets the result, `input` is only read. Saves the
+// caller a full copy of the input into the output. The two may not overlap.
+Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
+                               void* output, size_t count, DataType dtype,
+                               ReduceOp op);
+
 // The same with an explicit segment bound instead of kDefaultRingSegmentBytes
 // (1 MiB, ring_pipeline.h); every rank must pass the same value. Tests use tiny segments to
 // exercise the pipeline without huge buffers.

@@ -1,6 +1,7 @@
 #include "cc/core/collectives/ring_pipeline.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "cc/core/collectives/reduction.h"
@@ -53,8 +54,11 @@ class RingRun {
 
     // Step 0 sends this rank's own (unreduced) chunk.
     const int first_chunk = SentChunk(0);
+    const unsigned char* input = schedule_.source ? schedule_.source : buffer_;
     for (size_t k = 0; k < SegmentCount(first_chunk); ++k) {
-      ForwardSegment(0, GetSegment(first_chunk, k));
+      const Segment segment = GetSegment(first_chunk, k);
+      sends_by_step_[0].push_back(transport_.StartSend(
+          right_, input + segment.offset, segment.bytes, schedule_.tag));
     }
 
     Status result;
@@ -132,6 +136,10 @@ class RingRun {
     for (size_t k = 0; k < segments; ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
       const Segment segment = GetSegment(chunk, k);
+      if (schedule_.source != nullptr) {
+        std::memcpy(buffer_ + segment.offset, schedule_.source + segment.offset,
+                    segment.bytes);
+      }
       // Segment k+1 is in flight into the other slot while this one reduces.
       ReduceInto(buffer_ + segment.offset, slots_[k % 2],
                  segment.bytes / element_size, schedule_.dtype, schedule_.op);

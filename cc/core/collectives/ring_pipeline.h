@@ -47,6 +47,12 @@ struct RingSchedule {
   ReduceOp op = ReduceOp::kSum;       // used by reduce steps only
   size_t max_segment_bytes = kDefaultRingSegmentBytes;
   int tag = 0;
+  // Out of place (allreduce only): when set, `source` holds this rank's
+  // input and `buffer` receives the result without holding the input first.
+  // Step 0 sends from `source`; a reduce step copies the segment from
+  // `source` into the buffer just before reducing into it, while it is in
+  // cache, which saves the caller a whole pass copying input to output.
+  const unsigned char* source = nullptr;
 };
 
 Status RunRingSchedule(Transport& transport, void* buffer,

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -25,15 +26,19 @@ Status CacheFileName(MpiTransport& transport, const std::string& dir, std::strin
   } else if (transport.rank() == 0) {
     TFDIST_RETURN_IF_ERROR(transport.Recv(1, peer, sizeof peer, 0));
   }
-  *out = dir + "/linkcost-" + std::string(name) + "-" + std::string(peer) + ".txt";
+  *out = dir + "/linkcost-v2-" + std::string(name) + "-" + std::string(peer) + ".txt";
   return Status::OK();
 }
 
 bool ReadCache(const std::string& file, LinkCost* out) {
   std::ifstream in(file);
   LinkCost cost{};
-  if (!(in >> cost.latency_s >> cost.seconds_per_byte)) return false;
-  if (cost.latency_s <= 0 || cost.seconds_per_byte <= 0) return false;
+  if (!(in >> cost.latency_s >> cost.seconds_per_byte >> cost.reduce_seconds_per_byte)) {
+    return false;
+  }
+  if (cost.latency_s <= 0 || cost.seconds_per_byte <= 0 || cost.reduce_seconds_per_byte < 0) {
+    return false;
+  }
   *out = cost;
   return true;
 }
@@ -44,7 +49,8 @@ void WriteCache(const std::string& file, const LinkCost& cost) {
   {
     std::ofstream outfile(temporary);
     outfile.precision(17);
-    outfile << cost.latency_s << " " << cost.seconds_per_byte << "\n";
+    outfile << cost.latency_s << " " << cost.seconds_per_byte << " "
+            << cost.reduce_seconds_per_byte << "\n";
     if (!outfile) return;
   }
   std::rename(temporary.c_str(), file.c_str());
@@ -55,7 +61,8 @@ void WriteCache(const std::string& file, const LinkCost& cost) {
 Status CalibrateLinkCost(MpiTransport& transport, const RuntimeConfig& config,
                          LinkCost* out) {
   if (config.latency_seconds > 0 && config.seconds_per_byte > 0) {
-    *out = LinkCost{config.latency_seconds, config.seconds_per_byte};
+    *out = LinkCost{config.latency_seconds, config.seconds_per_byte,
+                    std::max(config.reduce_seconds_per_byte, 0.0)};
     return Status::OK();
   }
   if (transport.size() == 1) return MeasureLinkCost(transport, out);
@@ -68,15 +75,18 @@ Status CalibrateLinkCost(MpiTransport& transport, const RuntimeConfig& config,
   struct {
     double latency_s;
     double seconds_per_byte;
+    double reduce_seconds_per_byte;
     int found;
-  } cached{0, 0, 0};
+  } cached{0, 0, 0, 0};
   if (transport.rank() == 0 && !cache_file.empty()) {
     LinkCost cost{};
-    if (ReadCache(cache_file, &cost)) cached = {cost.latency_s, cost.seconds_per_byte, 1};
+    if (ReadCache(cache_file, &cost)) {
+      cached = {cost.latency_s, cost.seconds_per_byte, cost.reduce_seconds_per_byte, 1};
+    }
   }
   TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, &cached, sizeof cached, 0));
   if (cached.found) {
-    *out = LinkCost{cached.latency_s, cached.seconds_per_byte};
+    *out = LinkCost{cached.latency_s, cached.seconds_per_byte, cached.reduce_seconds_per_byte};
     return Status::OK();
   }
   TFDIST_RETURN_IF_ERROR(MeasureLinkCost(transport, out));

@@ -62,6 +62,8 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.latency_seconds));
     } else if (key == "seconds_per_byte") {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.seconds_per_byte));
+    } else if (key == "reduce_seconds_per_byte") {
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.reduce_seconds_per_byte));
     } else if (key == "calibration_cache_dir") {
       config.calibration_cache_dir = value;
     } else if (key == "timeline") {

@@ -27,6 +27,8 @@ struct RuntimeConfig {
   // Link cost for the "auto" choice; negative means "measure or read the cache".
   double latency_seconds = -1.0;
   double seconds_per_byte = -1.0;
+  // Used only with the two above; 0 gives the survey's formulas exactly.
+  double reduce_seconds_per_byte = 0.0;
   std::string calibration_cache_dir;  // empty: do not cache the measurement
   std::string timeline_path;          // empty: no timeline
   bool debug_log = false;             // one line per collective on stderr

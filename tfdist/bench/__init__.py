@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m tfdist.bench {allreduce,runtime,training}`` under mpirun."""

@@ -1,0 +1,156 @@
+"""Allreduce latency and bandwidth, 4 B to 256 MiB, against MPI_Allreduce in the same job.
+
+    mpirun -np 2 python -m tfdist.bench allreduce --json docs/bench/allreduce-np2.json
+
+For every size it measures, in this order and with the same iteration count
+on every rank: MPI_Allreduce through mpi4py (the reference), each engine
+algorithm called directly (no TensorFlow, no runtime), and ``tfdist.allreduce``
+through TensorFlow with the default "auto" choice. Latency is reported as
+OSU's osu_allreduce does (average microseconds per call over the ranks,
+warm-up excluded); bandwidth as nccl-tests does (algbw = bytes / time,
+busbw = algbw * 2(P-1)/P).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+import tfdist
+from tfdist import _library
+
+ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
+FLOAT32 = 6  # cc/core/data_type.h DataType::kFloat32
+TARGET_SECONDS = 0.2  # per size and method, after warm-up
+
+
+def _engine_timer(comm) -> Callable[[str, np.ndarray, int], float]:
+    from mpi4py import MPI
+    lib = _library.control()
+    run = lib.tfdist_engine_allreduce_seconds
+    run.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
+                    ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
+                    ctypes.c_char_p, ctypes.c_int]
+    run.restype = ctypes.c_int
+    handle = MPI._handleof(comm)
+
+    def timed(algorithm: str, buffer: np.ndarray, iterations: int) -> float:
+        seconds = ctypes.c_double()
+        error = ctypes.create_string_buffer(1024)
+        code = run(handle, tfdist.config.ALGORITHMS.index(algorithm),
+                   buffer.ctypes.data, buffer.size, FLOAT32, iterations,
+                   ctypes.byref(seconds), error, len(error))
+        if code:
+            raise RuntimeError(error.value.decode())
+        return seconds.value
+    return timed
+
+
+def _average_over_ranks(comm, seconds: float) -> float:
+    return comm.allreduce(seconds) / comm.size
+
+
+def measure(comm, sizes: List[int]) -> List[Dict]:
+    """Runs every method at every size; returns one row per size (the same on every rank)."""
+    from mpi4py import MPI
+    engine = _engine_timer(comm)
+    rows = []
+    for nbytes in sizes:
+        count = max(1, nbytes // 4)
+        send = np.ones(count, np.float32)
+        receive = np.empty_like(send)
+        x = tf.ones([count], tf.float32)
+        name = f"bench.allreduce.{nbytes}"
+
+        def mpi_loop(n: int) -> float:
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                comm.Allreduce(send, receive, op=MPI.SUM)
+            return (time.perf_counter() - start) / n
+
+        def tf_loop(n: int) -> float:
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                y = tfdist.allreduce(x, op=tfdist.Sum, name=name)
+            y.numpy()  # eager ops already completed; keeps the result alive until here
+            return (time.perf_counter() - start) / n
+
+        # Rank 0 sizes the loops from one timed call of the reference; every
+        # rank then runs the same number of iterations.
+        probe = mpi_loop(1)
+        iterations = comm.bcast(max(3, min(2000, int(TARGET_SECONDS / max(probe, 1e-7)))))
+        warmup = max(1, iterations // 10)
+        row: Dict = {"bytes": count * 4, "iterations": iterations}
+        mpi_loop(warmup)
+        row["mpi_us"] = _average_over_ranks(comm, mpi_loop(iterations)) * 1e6
+        for algorithm in ENGINE_ALGORITHMS:
+            engine(algorithm, send, warmup)
+            row[f"engine_{algorithm}_us"] = _average_over_ranks(
+                comm, engine(algorithm, send, iterations)) * 1e6
+        tf_loop(warmup)
+        row["tf_auto_us"] = _average_over_ranks(comm, tf_loop(iterations)) * 1e6
+        row["auto_algorithm"] = tfdist.algorithm_for(count * 4)
+        row["ratio_tf_auto_vs_mpi"] = row["tf_auto_us"] / row["mpi_us"]
+        factor = 2 * (comm.size - 1) / comm.size if comm.size > 1 else 1.0
+        for key in ("mpi", "tf_auto"):
+            row[f"{key}_busbw_gbs"] = count * 4 / (row[f"{key}_us"] * 1e-6) * factor / 1e9
+        rows.append(row)
+        if comm.rank == 0:
+            print(_format_row(row), flush=True)
+    return rows
+
+
+def _human(nbytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+HEADER = ("| size | MPI_Allreduce µs | tfdist.allreduce (TF, auto) µs | ratio TF/MPI | auto picks "
+          "| tree µs | butterfly µs | ring µs | rabenseifner µs | MPI busbw GB/s "
+          "| TF busbw GB/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def _format_row(row: Dict) -> str:
+    return (f"| {_human(row['bytes'])} | {row['mpi_us']:.1f} | {row['tf_auto_us']:.1f} "
+            f"| {row['ratio_tf_auto_vs_mpi']:.2f} | {row['auto_algorithm']} "
+            + " ".join(f"| {row[f'engine_{a}_us']:.1f}" for a in ENGINE_ALGORITHMS)
+            + f" | {row['mpi_busbw_gbs']:.2f} | {row['tf_auto_busbw_gbs']:.2f} |")
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfdist.bench allreduce",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--min-bytes", type=int, default=4)
+    parser.add_argument("--max-bytes", type=int, default=256 << 20)
+    parser.add_argument("--json", help="write the rows (and the job's settings) here")
+    args = parser.parse_args(argv)
+    tfdist.init()
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    sizes = []
+    nbytes = args.min_bytes
+    while nbytes <= args.max_bytes:
+        sizes.append(nbytes)
+        nbytes *= 4
+    if comm.rank == 0:
+        cost = tfdist.link_cost()
+        print(f"# np={comm.size}; link cost L={cost['latency_s'] * 1e6:.2f} µs, "
+              f"G={cost['seconds_per_byte'] * 1e9:.3f} ns/B (1/G = "
+              f"{1 / cost['seconds_per_byte'] / 1e9:.1f} GB/s)")
+        print(HEADER, flush=True)
+    rows = measure(comm, sizes)
+    if comm.rank == 0 and args.json:
+        with open(args.json, "w") as out:
+            json.dump({"np": comm.size, "link_cost": tfdist.link_cost(), "rows": rows}, out,
+                      indent=1)
+    tfdist.shutdown()
+    return 0
