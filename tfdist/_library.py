@@ -63,7 +63,6 @@ def control() -> ctypes.CDLL:
     lib.tfdist_stats.restype = ctypes.c_int
     lib.tfdist_resolve_algorithm.argtypes = [ctypes.c_int, ctypes.c_uint64]
     lib.tfdist_resolve_algorithm.restype = ctypes.c_int
-    lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double),
-                                     ctypes.POINTER(ctypes.c_double)]
+    lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double)] * 3
     lib.tfdist_link_cost.restype = ctypes.c_int
     return lib

@@ -41,6 +41,8 @@ class RuntimeSettings:
     #: unset (negative) means measured at init and cached per host.
     latency: float = -1.0
     seconds_per_byte: float = -1.0
+    #: Seconds to reduce one byte, used with the two above (0: the survey's formulas).
+    reduce_seconds_per_byte: float = 0.0
     #: Where the measured link cost is cached; empty disables the cache.
     calibration_cache_dir: str = str(Path.home() / ".cache" / "tfdist")
     #: Chrome-trace timeline path (".<rank>" is appended when size > 1).
@@ -96,6 +98,7 @@ class RuntimeSettings:
             "stall_shutdown_seconds": self.stall_shutdown_time,
             "latency_seconds": self.latency,
             "seconds_per_byte": self.seconds_per_byte,
+            "reduce_seconds_per_byte": self.reduce_seconds_per_byte,
             "calibration_cache_dir": cache_dir,
             "timeline": self.timeline,
             "debug_log": int(self.debug),

@@ -139,8 +139,10 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
 
 
 def link_cost() -> Dict[str, float]:
-    """The latency (s) and inverse bandwidth (s/byte) the cost model uses."""
-    latency, per_byte = ctypes.c_double(), ctypes.c_double()
-    if _library.control().tfdist_link_cost(ctypes.byref(latency), ctypes.byref(per_byte)) != 0:
+    """What the cost model of "auto" runs on: message latency (s), wire time per
+    byte (s), and time to reduce a byte (s); measured at init unless configured."""
+    values = [ctypes.c_double() for _ in range(3)]
+    if _library.control().tfdist_link_cost(*map(ctypes.byref, values)) != 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    return {"latency_s": latency.value, "seconds_per_byte": per_byte.value}
+    return dict(zip(("latency_s", "seconds_per_byte", "reduce_seconds_per_byte"),
+                    (v.value for v in values)))

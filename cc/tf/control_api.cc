@@ -90,12 +90,16 @@ int tfdist_resolve_algorithm(int requested, uint64_t bytes) {
       static_cast<tfdist::AllreduceAlgorithm>(requested), bytes));
 }
 
-// The link cost the cost model uses: latency in seconds, seconds per byte.
-int tfdist_link_cost(double* latency_s, double* seconds_per_byte) {
+// The link cost the cost model uses: latency in seconds, seconds per byte
+// on the wire, seconds per byte reduced.
+int tfdist_link_cost(double* latency_s, double* seconds_per_byte,
+                     double* reduce_seconds_per_byte) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
-  *latency_s = handle.runtime->link_cost().latency_s;
-  *seconds_per_byte = handle.runtime->link_cost().seconds_per_byte;
+  const tfdist::LinkCost& cost = handle.runtime->link_cost();
+  *latency_s = cost.latency_s;
+  *seconds_per_byte = cost.seconds_per_byte;
+  *reduce_seconds_per_byte = cost.reduce_seconds_per_byte;
   return 0;
 }
 
