@@ -9,4 +9,4 @@ source scripts/env.sh
 echo "== C++ unit tests"
 make --no-print-directory -C cc test
 echo "== Python tests"
-python -m pytest -q tests "$@"
+pytest -q tests "$@"

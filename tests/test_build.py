@@ -1,5 +1,4 @@
 """The build and the import stop with messages that say what to do, never a traceback."""
-import importlib.util
 import json
 import os
 import shutil
@@ -36,9 +35,12 @@ def test_missing_mpi_compiler_says_what_to_install(tmp_path, monkeypatch):
 
 
 def test_import_with_another_tensorflow_says_how_to_rebuild(tmp_path):
-    spec = importlib.util.find_spec("tfdist")
-    assert spec is not None and spec.origin, "tfdist is not importable"
-    package = Path(spec.origin).parent
+    # The installed package, as a script outside this tree would import it.
+    found = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                            "print(u.find_spec('tfdist').origin)"],
+                           capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert found.returncode == 0, found.stderr
+    package = Path(found.stdout.strip()).parent
     copy = tmp_path / "tfdist"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     info_path = copy / "lib" / "build_info.json"
