@@ -7,20 +7,23 @@
 from tfdist import _library
 from tfdist import gradients as _gradients  # noqa: F401  (registers the gradients)
 from tfdist.config import ConfigError, RuntimeSettings
+from tfdist.functions import allgather_object, broadcast_object, broadcast_variables, join
 from tfdist.ops import (Average, Max, Min, Product, ReduceOp, Sum, allgather, allreduce,
                         alltoall, barrier, broadcast, grouped_allreduce, local_rank_op,
                         local_size_op, rank_op, reducescatter, size_op)
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
                             cross_size, init, is_initialized, link_cost, local_rank,
                             local_size, rank, shutdown, size, stats)
+from tfdist.gradient_tape import Compression, DistributedGradientTape  # noqa: F401
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError", "Product",
-    "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allreduce",
-    "alltoall", "barrier", "broadcast", "cross_rank", "cross_size", "grouped_allreduce",
-    "init", "is_initialized", "link_cost", "local_rank", "local_rank_op", "local_size",
+    "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allgather_object",
+    "allreduce", "alltoall", "barrier", "broadcast", "broadcast_object", "broadcast_variables",
+    "cross_rank", "cross_size", "grouped_allreduce",
+    "init", "is_initialized", "join", "link_cost", "local_rank", "local_rank_op", "local_size",
     "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
     "stats",
 ]

@@ -44,3 +44,16 @@ def _broadcast_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     if runtime.rank() == op.get_attr("root_rank"):
         return summed
     return tf.zeros_like(summed)
+
+
+@tf.RegisterGradient("TfdistGroupedAllreduce")
+def _grouped_allreduce_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
+    reduce_op = ops.ReduceOp(op.get_attr("reduce_op"))
+    if reduce_op not in (ops.Sum, ops.Average):
+        raise NotImplementedError(
+            f"tfdist.grouped_allreduce with op={reduce_op.name} has no gradient; "
+            "use Sum or Average")
+    grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, op.inputs)]
+    return ops.grouped_allreduce(grads, op=reduce_op, name=_derived_name(op, "grad"),
+                                 prescale_factor=float(op.get_attr("prescale_factor")),
+                                 postscale_factor=float(op.get_attr("postscale_factor")))

@@ -52,6 +52,24 @@ def _node_name(name: Optional[str]) -> Optional[str]:
     return cleaned.lstrip("_/-") or None
 
 
+def _independent(*outputs: tf.Tensor) -> None:
+    """Lets a collective built in a tf.function run concurrently with its other ops.
+
+    The ops are stateful (so that TensorFlow never folds, merges or drops
+    them), and tf.function chains stateful ops in program order: 100
+    allreduces would then run one after another, nothing could be fused, and
+    ranks could not submit in different orders. Marking them independent
+    (what TensorFlow does for its own collectives) keeps their data
+    dependencies and that they must run, and drops only the program order.
+    """
+    if not outputs or tf.executing_eagerly():
+        return
+    op = outputs[0].op
+    manager = getattr(op.graph, "experimental_acd_manager", None)
+    if manager is not None:
+        manager.run_independently(op)
+
+
 def _scale_attr(value: float) -> str:
     return repr(float(value))
 
@@ -82,25 +100,39 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     if tensor.dtype not in _REDUCIBLE:
         raise TypeError(f"tfdist.allreduce does not support dtype {tensor.dtype.name}; "
                         f"supported: {', '.join(t.name for t in _REDUCIBLE)}")
-    return _library.ops().tfdist_allreduce(
+    output = _library.ops().tfdist_allreduce(
         tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
         postscale_factor=_scale_attr(postscale_factor), algorithm=_algorithm_attr(algorithm),
         name=_node_name(name), **_naming(name))
+    _independent(output)
+    return output
 
 
 def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                       name: Optional[str] = None, prescale_factor: float = 1.0,
                       postscale_factor: float = 1.0,
                       algorithm: Optional[str] = None) -> List[tf.Tensor]:
-    """Allreduces a list of tensors; they are negotiated together and fused where possible."""
-    base = name or "grouped_allreduce"
-    if not tf.executing_eagerly() or name:
-        names = [f"{base}.{i}" for i in range(len(tensors))]
-    else:
-        names = [None] * len(tensors)
-    return [allreduce(t, op=op, name=n, prescale_factor=prescale_factor,
-                      postscale_factor=postscale_factor, algorithm=algorithm)
-            for t, n in zip(tensors, names)]
+    """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
+
+    The tensors are handed to the runtime together, so they are negotiated in
+    the same round and fused where possible, and the op completes when all of
+    them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
+    tensor may have its own dtype and shape.
+    """
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    for tensor in tensors:
+        if tensor.dtype not in _REDUCIBLE:
+            raise TypeError(f"tfdist.grouped_allreduce does not support dtype "
+                            f"{tensor.dtype.name}; supported: "
+                            f"{', '.join(t.name for t in _REDUCIBLE)}")
+    outputs = list(_library.ops().tfdist_grouped_allreduce(
+        tensors, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
+        postscale_factor=_scale_attr(postscale_factor), algorithm=_algorithm_attr(algorithm),
+        name=_node_name(name), **_naming(name)))
+    _independent(*outputs)
+    return outputs
 
 
 def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
@@ -108,14 +140,18 @@ def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
 
     The first dimension may differ between ranks; the others must agree.
     """
-    return _library.ops().tfdist_allgather(tf.convert_to_tensor(tensor),
-                                           name=_node_name(name), **_naming(name))
+    output = _library.ops().tfdist_allgather(tf.convert_to_tensor(tensor),
+                                             name=_node_name(name), **_naming(name))
+    _independent(output)
+    return output
 
 
 def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
     """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included)."""
-    return _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root_rank,
-                                           name=_node_name(name), **_naming(name))
+    output = _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root_rank,
+                                             name=_node_name(name), **_naming(name))
+    _independent(output)
+    return output
 
 
 def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
@@ -128,6 +164,7 @@ def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
     splits_tensor = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
     output, received = _library.ops().tfdist_alltoall(
         tf.convert_to_tensor(tensor), splits_tensor, name=_node_name(name), **_naming(name))
+    _independent(output)
     return output, received
 
 
@@ -141,10 +178,12 @@ def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str]
     tensor = tf.convert_to_tensor(tensor)
     if tensor.dtype not in _REDUCIBLE:
         raise TypeError(f"tfdist.reducescatter does not support dtype {tensor.dtype.name}")
-    return _library.ops().tfdist_reducescatter(
+    output = _library.ops().tfdist_reducescatter(
         tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
         postscale_factor=_scale_attr(postscale_factor), name=_node_name(name),
         **_naming(name))
+    _independent(output)
+    return output
 
 
 def barrier(name: Optional[str] = None) -> tf.Tensor:

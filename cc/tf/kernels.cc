@@ -2,6 +2,8 @@
 // tensor, hands it to the runtime and returns; the runtime's thread does the
 // communication and calls `done` (the runtime contract in DESIGN.md).
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -146,41 +148,123 @@ Status NeedsFirstDimension(const tf::Tensor& input, const char* op) {
   return Status::OK();
 }
 
-class AllreduceKernel : public CollectiveKernel {
- public:
-  explicit AllreduceKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
-    OP_REQUIRES_OK(c, ParseScale(c, "prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, ParseScale(c, "postscale_factor", &postscale_));
-    OP_REQUIRES_OK(c, c->GetAttr("algorithm", &algorithm_));
-    OP_REQUIRES(c, reduce_op_ >= 0 && reduce_op_ <= kAverage,
-                absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op_)));
-    OP_REQUIRES(c, algorithm_ >= 0 && algorithm_ <= static_cast<int>(AllreduceAlgorithm::kMpi),
-                absl::InvalidArgumentError(absl::StrCat("unknown allreduce algorithm ", algorithm_)));
+// The attributes of an allreduce (TfdistAllreduce, TfdistGroupedAllreduce)
+// and how they describe input `index` of a kernel as a request.
+struct AllreduceAttrs {
+  int reduce_op = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int algorithm = 0;
+
+  absl::Status Read(tf::OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(c->GetAttr("reduce_op", &reduce_op));
+    TF_RETURN_IF_ERROR(ParseScale(c, "prescale_factor", &prescale));
+    TF_RETURN_IF_ERROR(ParseScale(c, "postscale_factor", &postscale));
+    TF_RETURN_IF_ERROR(c->GetAttr("algorithm", &algorithm));
+    if (reduce_op < 0 || reduce_op > kAverage) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op));
+    }
+    if (algorithm < 0 || algorithm > static_cast<int>(AllreduceAlgorithm::kMpi)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown allreduce algorithm ", algorithm));
+    }
+    return absl::OkStatus();
   }
 
- protected:
-  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
-    const tf::Tensor& input = ctx->input(0);
+  Status Describe(tf::OpKernelContext* ctx, int index, const Topology& topology,
+                  Request* r) const {
+    const tf::Tensor& input = ctx->input(index);
     TensorDescription& d = r->description;
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
-    d.op = reduce_op_ == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_);
-    d.prescale = prescale_;
-    d.postscale = reduce_op_ == kAverage ? postscale_ / topology.size : postscale_;
-    d.algorithm = static_cast<AllreduceAlgorithm>(algorithm_);
+    d.op = reduce_op == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op);
+    d.prescale = prescale;
+    d.postscale = reduce_op == kAverage ? postscale / topology.size : postscale;
+    d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
     tf::Tensor* output = nullptr;
-    absl::Status s = ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output);
+    absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
     if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
     r->input = Base(input);
     r->output = Base(output);
     return Status::OK();
   }
+};
+
+class AllreduceKernel : public CollectiveKernel {
+ public:
+  explicit AllreduceKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
+    return attrs_.Describe(ctx, 0, topology, r);
+  }
 
  private:
-  int reduce_op_ = 0;
-  double prescale_ = 1.0;
-  double postscale_ = 1.0;
-  int algorithm_ = 0;
+  AllreduceAttrs attrs_;
+};
+
+// N allreduces enqueued and completed as one unit (TfdistGroupedAllreduce).
+class GroupedAllreduceKernel : public tf::AsyncOpKernel {
+ public:
+  explicit GroupedAllreduceKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(c, c->GetAttr("eager_sequence", &eager_sequence_));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
+    const int n = ctx->num_inputs();
+    if (n == 0) {
+      done();
+      return;
+    }
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
+                      absl::FailedPreconditionError(
+                          "tfdist is not initialized: call tfdist.init() before using "
+                          "tfdist collectives (TfdistGroupedAllreduce)"),
+                      done);
+    std::string base = tensor_name_;
+    if (base.empty()) {
+      base = eager_sequence_ ? type_string() + ".eager." + std::to_string(eager_sequence++)
+                             : name();
+    }
+    // The last request to finish completes the op with the first error seen.
+    struct Pending {
+      std::mutex mutex;
+      int remaining;
+      Status first_error;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->remaining = n;
+    std::vector<Request> requests(n);
+    for (int i = 0; i < n; ++i) {
+      requests[i].name = base + "." + std::to_string(i);
+      OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(attrs_.Describe(ctx, i, handle.topology,
+                                                           &requests[i])), done);
+      requests[i].done = [ctx, done, pending](const Status& s) {
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(pending->mutex);
+          if (!s.ok() && pending->first_error.ok()) pending->first_error = s;
+          last = --pending->remaining == 0;
+        }
+        if (!last) return;
+        ctx->SetStatus(ToTfStatus(pending->first_error));
+        done();
+      };
+    }
+    Status enqueued = handle.runtime->EnqueueGroup(std::move(requests));
+    if (!enqueued.ok()) {
+      ctx->SetStatus(ToTfStatus(enqueued));
+      done();
+    }
+  }
+
+ private:
+  AllreduceAttrs attrs_;
+  std::string tensor_name_;
+  bool eager_sequence_ = false;
 };
 
 class AllgatherKernel : public CollectiveKernel {
@@ -348,6 +432,8 @@ class TopologyKernel : public tf::OpKernel {
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfdistAllreduce").Device(tf::DEVICE_CPU), AllreduceKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistGroupedAllreduce").Device(tf::DEVICE_CPU),
+                        GroupedAllreduceKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);

@@ -51,6 +51,25 @@ REGISTER_OP("TfdistAllreduce")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
+// N allreduces as one unit: enqueued together (so they are negotiated in the
+// same round and fused where possible) and completed together. Tensor i is
+// named "<name>.<i>". Every tensor may have its own dtype and shape.
+REGISTER_OP("TfdistGroupedAllreduce")
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .Attr("T: list({uint8, int8, int32, int64, half, bfloat16, float, double})")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Attr("algorithm: int = 0")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager_sequence: bool = false")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+      return absl::OkStatus();
+    });
+
 REGISTER_OP("TfdistAllgather")
     .Input("tensor: T")
     .Output("output: T")

@@ -16,7 +16,6 @@ and the saved config names the original class (with tfdist's settings added).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Type
 
 import keras
@@ -143,8 +142,13 @@ class DistributedOptimizerMixin:
         return self._tfdist_settings
 
     def get_config(self) -> Dict[str, Any]:
+        # Only settings that differ from the defaults are added: a model saved
+        # with default settings then loads with plain keras.models.load_model
+        # too (for inference, on one process), and hvd.load_model restores
+        # the wrapper either way.
         config = super().get_config()
-        config.update(self._tfdist_settings.to_config())
+        config.update({key: value for key, value in self._tfdist_settings.to_config().items()
+                       if value != _SETTING_DEFAULTS[key]})
         return config
 
     def build(self, variables: Sequence) -> None:
@@ -295,6 +299,3 @@ def distributed_custom_objects(
     return {cls.__name__: distributed_class(cls) for cls in classes}
 
 
-def warn_once(message: str) -> None:
-    """A one-line warning (Python shows each distinct message once per location)."""
-    warnings.warn(message, stacklevel=3)

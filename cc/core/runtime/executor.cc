@@ -217,7 +217,7 @@ Status CollectiveExecutor::Barrier() {
   MPI_Request request;
   int rc = MPI_Ibarrier(transport_.comm(), &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier");
-  return WaitAllPolitely(1, &request, "MPI_Ibarrier");
+  return WaitAllPolitely(1, &request, "MPI_Ibarrier", WaitKind::kRendezvous);
 }
 
 void CollectiveExecutor::Log(const char* what, const std::string& name, size_t tensors,

@@ -96,7 +96,8 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
                                       &anyone_has_news, &result->shutdown,
                                       &ready_slots));
   for (int index : ready_slots) {
-    const CacheSlot& slot = cache_[index];
+    CacheSlot& slot = cache_[index];
+    slot.last_used = ++use_clock_;
     result->ready.push_back(ReadyTensor{slot.name, slot.per_rank});
     my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
     my_pending_cached_.erase(index);
@@ -145,17 +146,7 @@ void Negotiator::Record(int rank, Announcement a) {
   // forgets it in this same round). Whoever still waits on it by bit says it
   // again in full next round.
   auto cached = cache_slot_of_.find(a.name);
-  if (cached != cache_slot_of_.end()) {
-    const int index = cached->second;
-    cache_slot_of_.erase(cached);
-    cache_[index].in_use = false;
-    auto mine = my_pending_cached_.find(index);
-    if (mine != my_pending_cached_.end()) {
-      my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
-      carry_over_.push_back(std::move(mine->second));
-      my_pending_cached_.erase(mine);
-    }
-  }
+  if (cached != cache_slot_of_.end()) ForgetSlot(cached->second);
   Entry& entry = table_[a.name];
   if (entry.per_rank.empty()) {
     entry.per_rank.resize(size_);
@@ -170,6 +161,18 @@ void Negotiator::Record(int rank, Announcement a) {
   entry.per_rank[rank] = std::move(a.description);
 }
 
+void Negotiator::ForgetSlot(int index) {
+  CacheSlot& slot = cache_[index];
+  cache_slot_of_.erase(slot.name);
+  slot.in_use = false;
+  auto mine = my_pending_cached_.find(index);
+  if (mine != my_pending_cached_.end()) {
+    my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
+    carry_over_.push_back(std::move(mine->second));
+    my_pending_cached_.erase(mine);
+  }
+}
+
 void Negotiator::RememberInCache(const ReadyTensor& tensor) {
   if (cache_capacity_ == 0) return;
   int index = -1;
@@ -179,13 +182,19 @@ void Negotiator::RememberInCache(const ReadyTensor& tensor) {
       break;
     }
   }
-  if (index < 0) {
-    if (cache_.size() >= cache_capacity_) return;
+  if (index < 0 && cache_.size() < cache_capacity_) {
     index = static_cast<int>(cache_.size());
     cache_.emplace_back();
     my_pending_bits_.resize((cache_.size() + 63) / 64, 0);
   }
-  cache_[index] = CacheSlot{tensor.name, tensor.per_rank, true};
+  if (index < 0) {
+    index = 0;
+    for (size_t i = 1; i < cache_.size(); ++i) {
+      if (cache_[i].last_used < cache_[index].last_used) index = static_cast<int>(i);
+    }
+    ForgetSlot(index);
+  }
+  cache_[index] = CacheSlot{tensor.name, tensor.per_rank, true, ++use_clock_};
   cache_slot_of_[tensor.name] = index;
 }
 
@@ -201,7 +210,8 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown,
   int rc = MPI_Iallreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
                           MPI_UINT64_T, MPI_BAND, comm_, &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allreduce");
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allreduce"));
+  TFDIST_RETURN_IF_ERROR(
+      WaitAllPolitely(1, &request, "negotiation allreduce", WaitKind::kRendezvous));
   *anyone_has_news = !(words[0] & kNoNews);
   *anyone_shuts_down = !(words[0] & kNoShutdown);
   for (size_t w = 1; w < words.size(); ++w) {
@@ -227,7 +237,8 @@ Status Negotiator::ExchangeAnnouncements(
   int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_,
                           &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgather");
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgather"));
+  TFDIST_RETURN_IF_ERROR(
+      WaitAllPolitely(1, &request, "negotiation allgather", WaitKind::kRendezvous));
 
   std::vector<int> offsets(size_, 0);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -235,7 +246,8 @@ Status Negotiator::ExchangeAnnouncements(
   rc = MPI_Iallgatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(),
                        offsets.data(), MPI_BYTE, comm_, &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgatherv");
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgatherv"));
+  TFDIST_RETURN_IF_ERROR(
+      WaitAllPolitely(1, &request, "negotiation allgatherv", WaitKind::kRendezvous));
 
   per_rank->assign(size_, {});
   for (int r = 0; r < size_; ++r) {

@@ -14,6 +14,8 @@
 // announces it by setting that slot's bit; one bitwise-AND allreduce of the
 // bit vectors says which cached tensors are ready everywhere, and the full
 // allgather runs only in rounds where some rank has something new to say.
+// The cache holds cache_capacity tensors and evicts the least recently used
+// (one-off names, such as unnamed eager ops, would otherwise fill it for good).
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 #define TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 
@@ -89,6 +91,7 @@ class Negotiator {
     std::string name;
     std::vector<TensorDescription> per_rank;  // what each rank said last time
     bool in_use = false;
+    uint64_t last_used = 0;  // use_clock_ when last filled or run; the same on every rank
   };
 
   Status ExchangeBits(bool have_news, bool want_shutdown, bool* anyone_has_news,
@@ -97,6 +100,9 @@ class Negotiator {
                                std::vector<std::vector<uint8_t>>* per_rank);
   void Record(int rank, Announcement announcement);
   void RememberInCache(const ReadyTensor& tensor);
+  // Frees `index` (its tensor changed or it is evicted); a tensor this rank
+  // announced by that slot's bit is said again in full next round.
+  void ForgetSlot(int index);
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -106,7 +112,10 @@ class Negotiator {
   std::map<std::string, Entry> table_;
   uint64_t next_sequence_ = 0;
 
+  // When full, the least recently used slot is evicted: every rank makes
+  // the same uses in the same order, so every rank evicts the same slot.
   std::vector<CacheSlot> cache_;
+  uint64_t use_clock_ = 0;
   std::map<std::string, int> cache_slot_of_;
   // Cached tensors this rank announced by bit and still waits on.
   std::vector<uint64_t> my_pending_bits_;

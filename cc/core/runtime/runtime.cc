@@ -65,6 +65,12 @@ Runtime::~Runtime() {
 }
 
 Status Runtime::Enqueue(Request request) {
+  std::vector<Request> one;
+  one.push_back(std::move(request));
+  return EnqueueGroup(std::move(one));
+}
+
+Status Runtime::EnqueueGroup(std::vector<Request> requests) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_ || shutdown_requested_) {
@@ -72,12 +78,14 @@ Status Runtime::Enqueue(Request request) {
           "tfdist has been shut down; call tfdist.init() again before using collectives" +
           (stop_reason_.ok() ? std::string() : " (it stopped because: " + stop_reason_.message() + ")"));
     }
-    if (!names_in_flight_.insert(request.name).second) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (names_in_flight_.insert(requests[i].name).second) continue;
+      for (size_t j = 0; j < i; ++j) names_in_flight_.erase(requests[j].name);
       return Status::InvalidArgument(
-          "tfdist: a collective named '" + request.name +
+          "tfdist: a collective named '" + requests[i].name +
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
-    queue_.push_back(std::move(request));
+    for (Request& request : requests) queue_.push_back(std::move(request));
   }
   wake_.notify_one();
   return Status::OK();
@@ -136,6 +144,7 @@ bool Runtime::RunOneRound() {
     return false;
   }
   stats_.negotiation_rounds++;
+  stats_.cached_rounds = negotiator_->cached_rounds();
   Execute(result.ready);
   if (!stop_reason_.ok()) return false;
   if (result.shutdown) {

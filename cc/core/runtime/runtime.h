@@ -41,6 +41,9 @@ class Runtime {
   // Hands a request to the background thread. Fails at once (and does not
   // call done) if the name is already in flight or the runtime stopped.
   Status Enqueue(Request request);
+  // Hands several requests over at once, so that they are announced in the
+  // same round. All or nothing: if one name is in flight, none is enqueued.
+  Status EnqueueGroup(std::vector<Request> requests);
   // Stops the background thread after a last round with the other ranks;
   // requests still waiting fail with Aborted. Idempotent.
   void Shutdown();

@@ -10,8 +10,10 @@ namespace tfdist {
 
 namespace {
 constexpr auto kSpinFor = std::chrono::microseconds(50);
-constexpr auto kYieldFor = std::chrono::microseconds(500);
-constexpr auto kMaxSleep = std::chrono::microseconds(200);
+constexpr auto kYieldForTransfer = std::chrono::microseconds(10000);
+constexpr auto kYieldForRendezvous = std::chrono::microseconds(200);
+constexpr auto kFirstSleep = std::chrono::microseconds(20);
+constexpr auto kMaxSleep = std::chrono::microseconds(1000);
 }  // namespace
 
 Status MpiError(int code, const char* what) {
@@ -21,10 +23,13 @@ Status MpiError(int code, const char* what) {
   return Status::Internal(std::string(what) + ": " + std::string(text, length));
 }
 
-Status WaitAllPolitely(int count, MPI_Request* requests, const char* what) {
+Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
+                       WaitKind kind) {
+  const auto yield_for =
+      kind == WaitKind::kTransfer ? kYieldForTransfer : kYieldForRendezvous;
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  auto sleep = std::chrono::microseconds(1);
+  auto sleep = kFirstSleep;
   while (true) {
     int done = 0;
     int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
@@ -32,7 +37,7 @@ Status WaitAllPolitely(int count, MPI_Request* requests, const char* what) {
     if (done) return Status::OK();
     const auto waited = Clock::now() - start;
     if (waited < kSpinFor) continue;
-    if (waited < kYieldFor) {
+    if (waited < yield_for) {
       sched_yield();
       continue;
     }

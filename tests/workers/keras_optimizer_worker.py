@@ -1,0 +1,236 @@
+"""DistributedOptimizer / DistributedGradientTape checks, run on N ranks by test_keras_training.py.
+
+Each check trains for a few steps with different data on every rank and
+compares the weights, on every rank, with keras_common's numpy reference.
+"""
+import sys
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tfdist.keras as hvd
+from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, differs_somewhere,
+                          make_model, rank_data, reference_sgd)
+from mpi_harness import worker_main
+
+STEPS, LR, MOMENTUM = 3, 0.1, 0.9
+
+
+def fit(optimizer, steps=STEPS, callbacks=(), jit_compile=False):
+    model = make_model()
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=jit_compile)
+    x, y = rank_data(hvd.rank(), steps)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
+              callbacks=list(callbacks))
+    return model
+
+
+def check_fit_matches_reference():
+    expected = reference_sgd(hvd.size(), STEPS, LR, MOMENTUM)
+    model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM)))
+    assert_weights(model.get_weights(), expected, "model.fit")
+    assert_same_on_all_ranks(model.get_weights(), "fit")
+    assert int(model.optimizer.iterations.numpy()) == STEPS
+
+    # The same run without the wrapper does not average: the test can fail.
+    plain = fit(keras.optimizers.SGD(LR, momentum=MOMENTUM))
+    assert differs_somewhere(plain.get_weights(), expected), "unwrapped run matched reference"
+
+
+def check_custom_loops():
+    size, rank = hvd.size(), hvd.rank()
+    x, y = rank_data(rank, STEPS)
+    loss_fn = keras.losses.MeanSquaredError()
+
+    # DistributedGradientTape + plain optimizer, inside tf.function.
+    expected = reference_sgd(size, STEPS, LR, MOMENTUM)
+    model = make_model()
+    optimizer = keras.optimizers.SGD(LR, momentum=MOMENTUM)
+
+    @tf.function
+    def tape_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    for s in range(STEPS):
+        tape_step(x[s * BATCH:(s + 1) * BATCH], y[s * BATCH:(s + 1) * BATCH])
+    assert_weights(model.get_weights(), expected, "DistributedGradientTape in tf.function")
+
+    # DistributedOptimizer.apply, eagerly, with global_clipnorm: the clip must
+    # act on the averaged gradient (clipping local ones gives other weights).
+    clip = 0.05
+    expected = reference_sgd(size, STEPS, LR, MOMENTUM, global_clipnorm=clip)
+    model = make_model()
+    optimizer = hvd.DistributedOptimizer(
+        keras.optimizers.SGD(LR, momentum=MOMENTUM, global_clipnorm=clip))
+    for s in range(STEPS):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y[s * BATCH:(s + 1) * BATCH], model(x[s * BATCH:(s + 1) * BATCH]))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables),
+                        model.trainable_variables)
+    assert_weights(model.get_weights(), expected, "DistributedOptimizer.apply eager + clip")
+    assert_same_on_all_ranks(model.get_weights(), "apply")
+
+
+def check_options():
+    size = hvd.size()
+    # backward_passes_per_step=2 over 4 batches: two updates, each with the
+    # locally summed gradients of two batches, averaged across ranks.
+    for average in (False, True):
+        expected = reference_sgd(size, 4, LR, MOMENTUM, passes_per_update=2,
+                                 average_passes=average)
+        model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM),
+                                             backward_passes_per_step=2,
+                                             average_aggregated_gradients=average), steps=4)
+        assert_weights(model.get_weights(), expected, f"backward_passes_per_step avg={average}")
+        assert int(model.optimizer.iterations.numpy()) == 2
+
+    expected = reference_sgd(size, STEPS, LR, MOMENTUM)
+    for kwargs in ({"gradient_predivide_factor": float(size)}, {"num_groups": 2},
+                   {"compression": hvd.Compression.fp16}):
+        model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM),
+                                             **kwargs))
+        tolerance = 3e-3 if "compression" in kwargs else 2e-5
+        assert_weights(model.get_weights(), expected, f"options {kwargs}", tolerance)
+
+    # op=Sum: the gradient is the sum over ranks.
+    expected = reference_sgd(size, STEPS, LR, 0.0, mean=lambda g: np.sum(g, axis=0))
+    model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR), op=hvd.Sum))
+    assert_weights(model.get_weights(), expected, "op=Sum")
+
+    # Other optimizer classes stay instances of their class and train in step.
+    for base in (keras.optimizers.Adam(1e-2), keras.optimizers.AdamW(1e-2),
+                 keras.optimizers.RMSprop(1e-2)):
+        optimizer = hvd.DistributedOptimizer(base)
+        assert isinstance(optimizer, type(base)), type(optimizer).__mro__
+        assert_same_on_all_ranks(fit(optimizer).get_weights(), type(base).__name__)
+
+
+def check_loss_scale_optimizer():
+    size = hvd.size()
+    expected = reference_sgd(size, STEPS, LR, MOMENTUM)
+    inner = keras.optimizers.SGD(LR, momentum=MOMENTUM)
+    optimizer = hvd.DistributedOptimizer(keras.optimizers.LossScaleOptimizer(inner))
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    model = fit(optimizer)
+    assert_weights(model.get_weights(), expected, "LossScaleOptimizer")
+
+    # A non-finite gradient on one rank only: every rank must skip the step
+    # and halve its scale (the decision is taken on the averaged gradients).
+    model = make_model()
+    optimizer = hvd.DistributedOptimizer(
+        keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(LR)))
+    variables = model.trainable_variables
+    grads = [tf.ones_like(v) * (np.inf if hvd.rank() == size - 1 else 1.0) for v in variables]
+    optimizer.apply(grads, variables)
+    assert_weights(model.get_weights(), make_model().get_weights(), "skipped non-finite step")
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0 ** 14, optimizer.dynamic_scale.numpy()
+
+
+def check_embedding():
+    # Embedding gradients are IndexedSlices: allgathered by default,
+    # allreduced with sparse_as_dense; both must equal the dense mean.
+    size, rank = hvd.size(), hvd.rank()
+    vocabulary, width = 7, 3
+    table = np.random.RandomState(5).normal(0, 1, (vocabulary, width)).astype("float32")
+
+    def tokens(r):
+        return np.random.RandomState(50 + r).randint(0, vocabulary, (4, 2))
+
+    def loss_of(embedded, r):
+        return tf.reduce_sum(embedded * float(r + 1)) + tf.reduce_sum(embedded ** 2)
+
+    expected_grad = np.zeros_like(table)
+    for r in range(size):
+        variable = tf.Variable(table)
+        with tf.GradientTape() as tape:
+            loss = loss_of(tf.gather(variable, tokens(r)), r)
+        expected_grad += tf.convert_to_tensor(tape.gradient(loss, variable)).numpy() / size
+    expected = table - LR * expected_grad
+
+    for sparse_as_dense in (False, True):
+        layer = keras.layers.Embedding(vocabulary, width)
+        layer.build((None, 2))
+        layer.set_weights([table])
+        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(LR),
+                                             sparse_as_dense=sparse_as_dense)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = loss_of(layer(tokens(rank)), rank)
+            grads = tape.gradient(loss, layer.trainable_variables)
+            assert isinstance(grads[0], tf.IndexedSlices)
+            optimizer.apply_gradients(zip(grads, layer.trainable_variables))
+
+        step()
+        assert_weights(layer.get_weights(), [expected], f"embedding dense={sparse_as_dense}")
+
+
+def check_config_and_saving(directory: str):
+    size, rank = hvd.size(), hvd.rank()
+    optimizer = hvd.DistributedOptimizer(keras.optimizers.Adam(1e-2),
+                                         backward_passes_per_step=2, num_groups=3,
+                                         compression=hvd.Compression.fp16)
+    config = optimizer.get_config()
+    clone = type(optimizer).from_config(config)
+    assert isinstance(clone, keras.optimizers.Adam)
+    assert clone.get_config() == config, (clone.get_config(), config)
+    assert clone.distributed_settings == optimizer.distributed_settings
+
+    model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM)))
+    path = f"{directory}/model_rank{rank}.keras"
+    model.save(path)
+    restored = hvd.load_model(path)
+    assert isinstance(restored.optimizer, keras.optimizers.SGD)
+    assert type(restored.optimizer).__mro__[1].__name__ == "DistributedOptimizerMixin"
+    assert int(restored.optimizer.iterations.numpy()) == STEPS
+    assert_weights(restored.get_weights(), model.get_weights(), "restored weights", 0)
+    # Restored momenta + averaging: one more step keeps every rank in step
+    # and matches the reference for STEPS + 1 batches.
+    x, y = rank_data(rank, STEPS + 1)
+    restored.fit(x[STEPS * BATCH:], y[STEPS * BATCH:], batch_size=BATCH, verbose=0)
+    assert_weights(restored.get_weights(), reference_sgd(size, STEPS + 1, LR, MOMENTUM),
+                   "training after load_model")
+    # Default settings keep the file loadable by plain Keras (one process, inference).
+    plain = keras.models.load_model(path)
+    assert_weights(plain.get_weights(), model.get_weights(), "plain keras load", 0)
+
+
+def check_jit_compile():
+    # jit_compile=True: a tfdist callback turns XLA off and training works...
+    expected = reference_sgd(hvd.size(), STEPS, LR, MOMENTUM)
+    model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM)),
+                callbacks=[hvd.callbacks.MetricAverageCallback()], jit_compile=True)
+    assert not model.jit_compile
+    assert_weights(model.get_weights(), expected, "jit_compile=True with a tfdist callback")
+    # ...and without one, the step fails loudly on every rank (no collective
+    # was issued, so nothing hangs) instead of training unaveraged.
+    try:
+        fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR)), jit_compile=True)
+    except RuntimeError as error:
+        assert "XLA" in str(error), error
+    else:
+        raise AssertionError("jit_compile=True without a tfdist callback should raise")
+
+
+def main():
+    hvd.init()
+    directory = sys.argv[1]
+    check_fit_matches_reference()
+    check_custom_loops()
+    check_options()
+    check_loss_scale_optimizer()
+    check_embedding()
+    check_config_and_saving(directory)
+    check_jit_compile()
+    hvd.barrier()
+    print(f"rank {hvd.rank()}: keras optimizer checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    worker_main(main)

@@ -1,0 +1,162 @@
+"""The runtime's overhead: eager latency and a tf.function step, against MPI in the same job.
+
+    mpirun -np 2 python -m tfdist.bench runtime --json docs/bench/runtime-np2.json
+
+(1) Latency of an eager ``tfdist.allreduce`` of 4 bytes (one float32), named
+    (the steady state: the response cache answers) and unnamed (a new
+    sequence name every call: a full negotiation round), against mpi4py's
+    ``MPI_Allreduce`` of 4 bytes. Goal (issue 3): within 15x.
+(2) A ``tf.function`` step of 100 allreduces of 16 KiB each (fused by the
+    runtime) against one ``MPI_Allreduce`` of the 1.6 MB they add up to.
+    Goal: within 2x.
+
+The methods are measured in alternating blocks (A, B, A, B, ...) with the
+same iteration count on every rank, and each method's time is the median of
+its blocks, averaged over the ranks: on a shared machine, load that comes and
+goes then hits both sides of a ratio alike.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+import tfdist
+
+STEP_TENSORS = 100
+STEP_TENSOR_BYTES = 16 * 1024
+
+
+def _blocks(comm, methods: Dict[str, Callable[[], object]], iterations: Dict[str, int],
+            blocks: int) -> Dict[str, float]:
+    """Median over blocks of the seconds per call, averaged over the ranks."""
+    samples: Dict[str, List[float]] = {name: [] for name in methods}
+    for _ in range(blocks):
+        for name, fn in methods.items():
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(iterations[name]):
+                fn()
+            samples[name].append((time.perf_counter() - start) / iterations[name])
+    return {name: comm.allreduce(statistics.median(s)) / comm.size
+            for name, s in samples.items()}
+
+
+def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
+    """Runs both comparisons; returns the results (the same on every rank)."""
+    rank = tfdist.rank()
+    n = lambda count: max(1, int(count * scale))  # noqa: E731
+
+    # (1) 4 bytes, eager.
+    small = tf.constant([float(rank)], tf.float32)
+    small_np = np.array([float(rank)], np.float32)
+    small_out = np.empty_like(small_np)
+    latency_methods = {
+        "mpi_allreduce_4B": lambda: comm.Allreduce(small_np, small_out),
+        "tfdist_eager_named_4B": lambda: tfdist.allreduce(small, op=tfdist.Sum, name="bench.4B"),
+        "tfdist_eager_unnamed_4B": lambda: tfdist.allreduce(small, op=tfdist.Sum),
+    }
+    latency_iterations = {"mpi_allreduce_4B": n(2000), "tfdist_eager_named_4B": n(300),
+                          "tfdist_eager_unnamed_4B": n(300)}
+    _blocks(comm, latency_methods, {k: max(1, v // 10) for k, v in latency_iterations.items()},
+            1)  # warm-up
+    latency = _blocks(comm, latency_methods, latency_iterations, blocks)
+
+    # (2) 100 x 16 KiB in one tf.function step vs one MPI_Allreduce of 1.6 MB.
+    # Like a training step: the tensors ("gradients") live in the graph and
+    # the results are assigned to variables, so the step is one call without
+    # 100 Python arguments and results to convert.
+    elements = STEP_TENSOR_BYTES // 4
+    gradients = [tf.Variable(tf.fill([elements], float(rank + i))) for i in range(STEP_TENSORS)]
+    results = [tf.Variable(tf.zeros([elements])) for _ in range(STEP_TENSORS)]
+
+    @tf.function
+    def step():
+        for i, (gradient, result) in enumerate(zip(gradients, results)):
+            result.assign(tfdist.allreduce(gradient, op=tfdist.Sum, name=f"bench.step.{i}"))
+
+    @tf.function
+    def local_step():  # the same step without communication: TensorFlow's share
+        for gradient, result in zip(gradients, results):
+            result.assign(gradient * 1.0)
+
+    step()
+    size = tfdist.size()
+    expected = sum(range(size))
+    for i, out in enumerate(results):  # the benchmark only counts if it is right
+        np.testing.assert_allclose(out.numpy(), np.full(elements, expected + size * i))
+    big_np = np.ones(STEP_TENSORS * elements, np.float32)
+    big_out = np.empty_like(big_np)
+    step_methods = {
+        "mpi_allreduce_1.6MB": lambda: comm.Allreduce(big_np, big_out),
+        "tfdist_function_100x16KiB": step,
+        "local_function_100x16KiB": local_step,
+    }
+    step_iterations = {"mpi_allreduce_1.6MB": n(100), "tfdist_function_100x16KiB": n(50),
+                       "local_function_100x16KiB": n(50)}
+    before = tfdist.stats()
+    _blocks(comm, step_methods, {k: max(1, v // 10) for k, v in step_iterations.items()}, 1)
+    steps = _blocks(comm, step_methods, step_iterations, blocks)
+    after = tfdist.stats()
+    step_calls = (blocks * step_iterations["tfdist_function_100x16KiB"]
+                  + max(1, step_iterations["tfdist_function_100x16KiB"] // 10))
+    allreduces_per_step = (after["allreduce_calls"] - before["allreduce_calls"]) / step_calls
+    full_rounds_per_step = ((after["negotiation_rounds"] - after["cached_rounds"])
+                            - (before["negotiation_rounds"] - before["cached_rounds"])) / step_calls
+
+    seconds = {**latency, **steps}
+    return {
+        "ranks": size,
+        "seconds": seconds,
+        "microseconds": {k: v * 1e6 for k, v in seconds.items()},
+        "ratio_eager_named_vs_mpi": latency["tfdist_eager_named_4B"] / latency["mpi_allreduce_4B"],
+        "ratio_eager_unnamed_vs_mpi": (latency["tfdist_eager_unnamed_4B"]
+                                       / latency["mpi_allreduce_4B"]),
+        "ratio_step_vs_mpi": (steps["tfdist_function_100x16KiB"]
+                              / steps["mpi_allreduce_1.6MB"]),
+        "step_allreduces_per_step": allreduces_per_step,
+        "step_full_negotiation_rounds_per_step": full_rounds_per_step,
+        "goals": {"eager": 15.0, "step": 2.0},
+        "settings": {"fusion_threshold": tfdist.RuntimeSettings.from_environment().fusion_threshold,
+                     "cycle_time_ms": tfdist.RuntimeSettings.from_environment().cycle_time},
+    }
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfdist.bench runtime",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the results to this file (rank 0)")
+    parser.add_argument("--blocks", type=int, default=7, help="alternating blocks per method")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply the iteration counts (e.g. 0.2 for a quick run)")
+    args = parser.parse_args(argv)
+    from mpi4py import MPI
+    tfdist.init()
+    comm = MPI.COMM_WORLD
+    results = measure(comm, args.blocks, args.scale)
+    if tfdist.rank() == 0:
+        us = results["microseconds"]
+        print(f"ranks={results['ranks']}")
+        print(f"(1) 4 B: MPI_Allreduce {us['mpi_allreduce_4B']:.1f} us, "
+              f"tfdist eager named {us['tfdist_eager_named_4B']:.1f} us "
+              f"({results['ratio_eager_named_vs_mpi']:.1f}x), unnamed "
+              f"{us['tfdist_eager_unnamed_4B']:.1f} us "
+              f"({results['ratio_eager_unnamed_vs_mpi']:.1f}x); goal <= 15x")
+        print(f"(2) step: MPI_Allreduce 1.6 MB {us['mpi_allreduce_1.6MB']:.1f} us, tf.function "
+              f"100 x 16 KiB {us['tfdist_function_100x16KiB']:.1f} us "
+              f"({results['ratio_step_vs_mpi']:.2f}x; "
+              f"{results['step_allreduces_per_step']:.1f} allreduces and "
+              f"{results['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
+              f"per step); goal <= 2x. The same step without communication: "
+              f"{us['local_function_100x16KiB']:.1f} us")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+                f.write("\n")
+    tfdist.shutdown()
+    return 0

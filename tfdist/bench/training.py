@@ -1,0 +1,325 @@
+"""Keras training throughput with tfdist, against the no-communication ceiling, in one job.
+
+    mpirun -np 2 python -m tfdist.bench training --json docs/bench/training-np2.json
+    mpirun -np 2 python -m tfdist.bench training --method mwms --json docs/bench/training-np2.json
+
+Every rank runs TensorFlow with one intra-op and one inter-op thread and
+trains on synthetic data, batch 64 per rank, with ``model.fit``. For each
+model, rounds alternate between:
+
+- ``ceiling``: every rank trains a plain Keras model on its own, with no
+  communication at all: N single-process runs side by side, the best the
+  N ranks could do on this machine;
+- ``tfdist``: the same model with ``DistributedOptimizer`` (gradients
+  averaged every step), or, with ``--method mwms``, TensorFlow's
+  ``MultiWorkerMirroredStrategy`` (in its own job: it must be created
+  before TensorFlow runs anything, and it needs its gRPC servers).
+
+Throughput is the sum over ranks of samples per second; the ratio to the
+ceiling is the fraction of the machine that data-parallel training keeps.
+Alternating the rounds and taking medians keeps other load on the machine
+from favouring one side.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import time
+from typing import Dict, List, Optional
+
+MODELS = ("cnn", "mlp")
+
+
+def build_model(kind: str):
+    """The benchmark models: Keras' mnist convnet (1.2 M parameters) and a 784-512-512-10 MLP."""
+    import keras
+    if kind == "cnn":
+        return keras.Sequential([
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Conv2D(64, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Dropout(0.25),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dropout(0.5),
+            keras.layers.Dense(10),
+        ])
+    if kind == "mlp":
+        return keras.Sequential([
+            keras.Input((784,)),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+    raise ValueError(f"unknown model {kind!r}; expected one of {MODELS}")
+
+
+def synthetic_dataset(kind: str, batch: int, seed: int):
+    """One fixed random batch, repeated: the input pipeline costs nothing."""
+    import numpy as np
+    import tensorflow as tf
+    rng = np.random.RandomState(seed)
+    shape = (batch, 28, 28, 1) if kind == "cnn" else (batch, 784)
+    x = rng.rand(*shape).astype("float32")
+    y = rng.randint(0, 10, batch).astype("int64")
+    return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+
+def _compile(model, optimizer) -> None:
+    import keras
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=False)
+
+
+class Trainer:
+    """A compiled model and its dataset; ``run(steps)`` trains and returns the seconds taken."""
+
+    def __init__(self, model, dataset, fit_kwargs: Optional[Dict] = None) -> None:
+        self.model = model
+        self.dataset = dataset
+        self.fit_kwargs = fit_kwargs or {}
+
+    def run(self, steps: int) -> float:
+        start = time.perf_counter()
+        self.model.fit(self.dataset, steps_per_epoch=steps, epochs=1, verbose=0,
+                       shuffle=False, **self.fit_kwargs)
+        return time.perf_counter() - start
+
+
+def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
+                  rounds: int) -> Dict[str, Dict]:
+    """Alternates the trainers for ``rounds`` rounds; returns samples/s (summed over ranks)."""
+    for trainer in trainers.values():  # trace and warm up, outside the timing
+        comm.Barrier()
+        trainer.run(max(3, steps // 5))
+    rates: Dict[str, List[float]] = {name: [] for name in trainers}
+    for _ in range(rounds):
+        for name, trainer in trainers.items():
+            comm.Barrier()
+            seconds = trainer.run(steps)
+            rates[name].append(comm.allreduce(batch * steps / seconds))
+    results = {name: {"samples_per_second": statistics.median(values), "rounds": values}
+               for name, values in rates.items()}
+    # Each round's ratio compares runs seconds apart, under the same outside
+    # load; their median is the figure reported.
+    for name in trainers:
+        if name != "ceiling":
+            ratios = [a / c for a, c in zip(rates[name], rates["ceiling"])]
+            results[name]["ratio"] = statistics.median(ratios)
+            results[name]["round_ratios"] = ratios
+    return results
+
+
+def _plain_trainer(kind: str, batch: int, rank: int) -> Trainer:
+    import keras
+    model = build_model(kind)
+    _compile(model, keras.optimizers.SGD(0.01, momentum=0.9))
+    return Trainer(model, synthetic_dataset(kind, batch, seed=rank))
+
+
+def _tfdist_trainer(kind: str, batch: int, rank: int, num_groups: int) -> Trainer:
+    import keras
+    import tfdist.keras as hvd
+    model = build_model(kind)
+    _compile(model, hvd.DistributedOptimizer(keras.optimizers.SGD(0.01, momentum=0.9),
+                                             num_groups=num_groups))
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    return Trainer(model, synthetic_dataset(kind, batch, seed=rank), {"callbacks": callbacks})
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+def _start_mwms(comm):
+    """Creates MultiWorkerMirroredStrategy on every rank (before TensorFlow runs any op)."""
+    ports = comm.gather(_free_port(), root=0)
+    ports = comm.bcast(ports, root=0)
+    os.environ["TF_CONFIG"] = json.dumps({
+        "cluster": {"worker": [f"localhost:{port}" for port in ports]},
+        "task": {"type": "worker", "index": comm.rank},
+    })
+    import tensorflow as tf
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def _mwms_trainer(strategy, kind: str, batch: int, rank: int) -> Trainer:
+    import keras
+    import tensorflow as tf
+    with strategy.scope():
+        model = build_model(kind)
+        _compile(model, keras.optimizers.SGD(0.01, momentum=0.9))
+    # The global batch is split across the workers; each worker's own data.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = synthetic_dataset(kind, batch * comm_size(), seed=rank).with_options(options)
+    return Trainer(model, dataset)
+
+
+class StrategyLoopTrainer:
+    """A custom loop under ``strategy.run``, for when Keras 3's fit fails under the strategy."""
+
+    def __init__(self, strategy, kind: str, batch: int, rank: int) -> None:
+        import keras
+        import tensorflow as tf
+        with strategy.scope():
+            self.model = build_model(kind)
+            optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        global_batch = batch * strategy.num_replicas_in_sync
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF)
+        dataset = synthetic_dataset(kind, global_batch, seed=rank).with_options(options)
+        self.iterator = iter(strategy.experimental_distribute_dataset(dataset))
+        model = self.model
+
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                value = tf.reduce_sum(loss(y, model(x, training=True))) / global_batch
+            grads = tape.gradient(value, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+        @tf.function
+        def train_step(iterator):
+            strategy.run(replica_step, args=next(iterator))
+
+        self.train_step = train_step
+
+    def run(self, steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.train_step(self.iterator)
+        self.model.trainable_variables[0].numpy()  # wait for the last step
+        return time.perf_counter() - start
+
+
+def comm_size() -> int:
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.size
+
+
+def _working_mwms_trainer(strategy, kind: str, batch: int, comm, results: Dict) -> Dict:
+    """MWMS with model.fit if a step runs; else MWMS in a custom loop (the failure is recorded)."""
+    trainer = _mwms_trainer(strategy, kind, batch, comm.rank)
+    try:
+        trainer.run(2)
+        return {"mwms[model.fit]": trainer}
+    except Exception as error:  # noqa: BLE001  (Keras 3's fit under MWMS fails in TF 2.21)
+        text = " ".join(str(error).split())
+        brief = text if len(text) < 300 else f"{text[:120]} ... {text[-160:]}"
+        results.setdefault("mwms_fit_error", f"{type(error).__name__}: {brief}")
+    return {"mwms[custom loop]": StrategyLoopTrainer(strategy, kind, batch, comm.rank)}
+
+
+def _set_threads(intra: int, inter: int) -> None:
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(inter)
+
+
+def run(method: str, models: List[str], batch: int, steps: Dict[str, int], rounds: int,
+        num_groups: List[int], threads: int) -> Dict:
+    """Runs the benchmark on every rank; returns the results (meaningful on every rank)."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    _set_threads(threads, threads)  # before anything initialises TensorFlow's context
+    strategy = _start_mwms(comm) if method == "mwms" else None
+    import tfdist
+    if method == "tfdist":
+        tfdist.init()
+    results: Dict = {"method": method, "ranks": comm.size, "batch_per_rank": batch,
+                     "intra_op_threads": threads, "inter_op_threads": threads,
+                     "models": {}}
+    for kind in models:
+        trainers: Dict[str, Trainer] = {"ceiling": _plain_trainer(kind, batch, comm.rank)}
+        try:
+            if method == "tfdist":
+                for groups in num_groups:
+                    trainers[_label(method, groups)] = _tfdist_trainer(kind, batch, comm.rank,
+                                                                       groups)
+            else:
+                trainers.update(_working_mwms_trainer(strategy, kind, batch, comm, results))
+            measured = _timed_rounds(comm, trainers, batch, steps[kind], rounds)
+            entry = {"parameters": trainers["ceiling"].model.count_params(), **measured}
+        except Exception as error:  # noqa: BLE001  (report it: tf.distribute may not work)
+            entry = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
+        results["models"][kind] = entry
+    return results
+
+
+def _label(method: str, num_groups: int) -> str:
+    return f"{method}[num_groups={num_groups}]"
+
+
+def _print_table(results: Dict) -> None:
+    print(f"\nnp={results['ranks']}, batch {results['batch_per_rank']}/rank, "
+          f"{results['intra_op_threads']} intra/{results['inter_op_threads']} inter threads "
+          f"per rank; samples/s summed over ranks (median of rounds); ratio = median over "
+          f"rounds of method/ceiling")
+    print(f"{'model':6} {'params':>9} {'method':26} {'ceiling /s':>11} {'method /s':>10} "
+          f"{'ratio':>6}")
+    if "mwms_fit_error" in results:
+        print("MultiWorkerMirroredStrategy with model.fit failed: "
+              + results["mwms_fit_error"])
+    for kind, entry in results["models"].items():
+        if "error" in entry:
+            print(f"{kind:6} {results['method']} failed: {entry['error']}")
+            continue
+        for name, measured in entry.items():
+            if not isinstance(measured, dict) or name == "ceiling":
+                continue
+            print(f"{kind:6} {entry['parameters']:9d} {name:26} "
+                  f"{entry['ceiling']['samples_per_second']:11.1f} "
+                  f"{measured['samples_per_second']:10.1f} {measured['ratio']:6.3f}")
+
+
+def _save(path: str, results: Dict) -> None:
+    # Each method runs in its own job: merge into what earlier jobs wrote.
+    everything = {}
+    if os.path.exists(path):
+        with open(path) as existing:
+            everything = json.load(existing)
+    everything[results["method"]] = results
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as output:
+        json.dump(everything, output, indent=2)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfdist.bench training",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--method", choices=("tfdist", "mwms"), default="tfdist")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--batch", type=int, default=64, help="per rank")
+    parser.add_argument("--cnn-steps", type=int, default=40, help="timed steps per round")
+    parser.add_argument("--mlp-steps", type=int, default=200, help="timed steps per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num-groups", default="0",
+                        help="DistributedOptimizer num_groups; a comma list measures each")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op and inter-op threads per rank")
+    parser.add_argument("--json", default=None, help="merge the results into this file")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    results = run(args.method, args.models.split(","), args.batch,
+                  {"cnn": args.cnn_steps, "mlp": args.mlp_steps}, args.rounds,
+                  [int(g) for g in args.num_groups.split(",")], args.threads)
+    from mpi4py import MPI
+    if MPI.COMM_WORLD.rank == 0:
+        _print_table(results)
+        if args.json:
+            _save(args.json, results)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""Collective helpers built from tfdist's own ops: variables, Python objects, join.
+
+Every function here is collective: all ranks must call it, the same number of
+times and in the same order (each call takes the next number of a
+per-process sequence, and that number names its tensors across ranks).
+Python objects travel pickled, as uint8 tensors, with their sizes sent first.
+"""
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+import time
+from typing import Any, Dict, Iterable, List
+
+import numpy as np
+import tensorflow as tf
+
+from tfdist import ops, runtime
+
+_sequence = itertools.count()
+_sequence_lock = threading.Lock()
+
+
+def _next_name(kind: str) -> str:
+    """A name for the next call of ``kind``, the same on every rank."""
+    with _sequence_lock:
+        return f"tfdist.{kind}.{next(_sequence)}"
+
+
+def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) -> None:
+    """Assigns ``root_rank``'s values to ``variables`` on every rank.
+
+    Typically called once after the model and optimizer are built, so that all
+    ranks start from the same weights. The variables must be the same (same
+    order, dtypes and shapes) on every rank. Variables of one dtype travel
+    together as one flat broadcast, so the cost is one collective per dtype,
+    not one per variable. Works eagerly and inside ``tf.function``.
+    """
+    variables = list(variables)
+    if not 0 <= root_rank < runtime.size():
+        raise ValueError(f"root_rank {root_rank} is not a rank of this job "
+                         f"(size {runtime.size()})")
+    base = _next_name("broadcast_variables")
+    by_dtype: Dict[tf.DType, List[tf.Variable]] = {}
+    for variable in variables:
+        by_dtype.setdefault(variable.dtype.base_dtype, []).append(variable)
+    # Sorted by dtype name so that every rank issues the broadcasts in the same order.
+    for dtype in sorted(by_dtype, key=lambda d: d.name):
+        group = by_dtype[dtype]
+        flat = tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in group], axis=0)
+        received = ops.broadcast(flat, root_rank=root_rank, name=f"{base}.{dtype.name}")
+        sizes = [int(np.prod(v.shape.as_list(), dtype=np.int64)) for v in group]
+        for variable, part in zip(group, tf.split(received, sizes, num=len(sizes))):
+            variable.assign(tf.reshape(part, tf.shape(variable)))
+
+
+def _to_bytes_tensor(obj: Any) -> tf.Tensor:
+    return tf.constant(np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL),
+                                     dtype=np.uint8))
+
+
+def broadcast_object(obj: Any, root_rank: int = 0) -> Any:
+    """Returns ``root_rank``'s ``obj`` (any picklable object) on every rank.
+
+    Only the root's ``obj`` is used; the other ranks may pass None. Eager only.
+    Unpickling runs arbitrary code: use it only between processes of one job.
+    """
+    if not 0 <= root_rank < runtime.size():
+        raise ValueError(f"root_rank {root_rank} is not a rank of this job "
+                         f"(size {runtime.size()})")
+    base = _next_name("broadcast_object")
+    is_root = runtime.rank() == root_rank
+    payload = _to_bytes_tensor(obj) if is_root else None
+    size = tf.constant([payload.shape[0] if is_root else 0], dtype=tf.int64)
+    size = int(ops.broadcast(size, root_rank=root_rank, name=f"{base}.size").numpy()[0])
+    if not is_root:
+        payload = tf.zeros([size], dtype=tf.uint8)
+    received = ops.broadcast(payload, root_rank=root_rank, name=f"{base}.data")
+    if is_root:
+        return obj
+    return pickle.loads(received.numpy().tobytes())
+
+
+def allgather_object(obj: Any) -> List[Any]:
+    """Returns every rank's ``obj`` (any picklable object), as a list in rank order.
+
+    Eager only. Unpickling runs arbitrary code: use it only between processes
+    of one job.
+    """
+    base = _next_name("allgather_object")
+    payload = _to_bytes_tensor(obj)
+    sizes = ops.allgather(tf.constant([payload.shape[0]], dtype=tf.int64),
+                          name=f"{base}.sizes").numpy()
+    data = ops.allgather(payload, name=f"{base}.data").numpy()
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return [pickle.loads(data[offsets[r]:offsets[r + 1]].tobytes())
+            for r in range(len(sizes))]
+
+
+def join() -> int:
+    """Waits until every rank has called join(); returns the rank that called it last.
+
+    For uneven data: a rank that runs out of batches calls join() and waits
+    there for the others. Unlike Horovod's join, a rank waiting here does not
+    stand in for the collectives the other ranks still run (it would need
+    their tensors' shapes): the ranks that are still training must not issue
+    collectives that need the joined rank. "Last" is decided by the wall-clock
+    time at which each rank arrived (ties go to the higher rank). Eager only.
+    """
+    base = _next_name("join")
+    arrived = tf.constant([time.time()], dtype=tf.float64)
+    times = ops.allgather(arrived, name=f"{base}.arrival").numpy()
+    # The highest rank among those with the latest arrival time.
+    return int(len(times) - 1 - int(np.argmax(times[::-1])))
