@@ -9,6 +9,7 @@ ops a per-process sequence number.
 from __future__ import annotations
 
 import enum
+import functools
 from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -35,15 +36,15 @@ Average = ReduceOp.AVERAGE
 
 _REDUCIBLE = (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
               tf.float64)
+_REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
 
 
 def _naming(name: Optional[str]) -> dict:
     """Attributes that name the collective (see the module docstring)."""
-    if name:
-        return {"tensor_name": name, "eager_sequence": False}
-    return {"tensor_name": "", "eager_sequence": tf.executing_eagerly()}
+    return {"tensor_name": name or "", "eager": tf.executing_eagerly()}
 
 
+@functools.lru_cache(maxsize=4096)
 def _node_name(name: Optional[str]) -> Optional[str]:
     # TensorFlow node names allow fewer characters than tensor names.
     if not name:
@@ -68,6 +69,20 @@ def _independent(*outputs: tf.Tensor) -> None:
     manager = getattr(op.graph, "experimental_acd_manager", None)
     if manager is not None:
         manager.run_independently(op)
+
+
+@functools.lru_cache(maxsize=256)
+def _reduction_attrs(op: int, prescale_factor: float, postscale_factor: float) -> dict:
+    """Attributes of a reduction; cached, since eager loops repeat them."""
+    return {"reduce_op": int(ReduceOp(op)), "prescale_factor": _scale_attr(prescale_factor),
+            "postscale_factor": _scale_attr(postscale_factor)}
+
+
+def _check_reducible(tensor: tf.Tensor, what: str) -> None:
+    # Compared by enum: DType.__eq__ is slow enough to show in eager loops.
+    if tensor.dtype.as_datatype_enum not in _REDUCIBLE_ENUMS:
+        raise TypeError(f"tfdist.{what} does not support dtype {tensor.dtype.name}; "
+                        f"supported: {', '.join(t.name for t in _REDUCIBLE)}")
 
 
 def _scale_attr(value: float) -> str:
@@ -96,14 +111,12 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
     cost model ("auto").
     """
-    tensor = tf.convert_to_tensor(tensor)
-    if tensor.dtype not in _REDUCIBLE:
-        raise TypeError(f"tfdist.allreduce does not support dtype {tensor.dtype.name}; "
-                        f"supported: {', '.join(t.name for t in _REDUCIBLE)}")
+    if not isinstance(tensor, tf.Tensor):
+        tensor = tf.convert_to_tensor(tensor)
+    _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
-        tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
-        postscale_factor=_scale_attr(postscale_factor), algorithm=_algorithm_attr(algorithm),
-        name=_node_name(name), **_naming(name))
+        tensor, algorithm=_algorithm_attr(algorithm), name=_node_name(name),
+        **_reduction_attrs(op, prescale_factor, postscale_factor), **_naming(name))
     _independent(output)
     return output
 
@@ -123,14 +136,10 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     if not tensors:
         return []
     for tensor in tensors:
-        if tensor.dtype not in _REDUCIBLE:
-            raise TypeError(f"tfdist.grouped_allreduce does not support dtype "
-                            f"{tensor.dtype.name}; supported: "
-                            f"{', '.join(t.name for t in _REDUCIBLE)}")
+        _check_reducible(tensor, "grouped_allreduce")
     outputs = list(_library.ops().tfdist_grouped_allreduce(
-        tensors, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
-        postscale_factor=_scale_attr(postscale_factor), algorithm=_algorithm_attr(algorithm),
-        name=_node_name(name), **_naming(name)))
+        tensors, algorithm=_algorithm_attr(algorithm), name=_node_name(name),
+        **_reduction_attrs(op, prescale_factor, postscale_factor), **_naming(name)))
     _independent(*outputs)
     return outputs
 
@@ -176,11 +185,9 @@ def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str]
     split as evenly as possible and the first (rows % size) ranks get one more.
     """
     tensor = tf.convert_to_tensor(tensor)
-    if tensor.dtype not in _REDUCIBLE:
-        raise TypeError(f"tfdist.reducescatter does not support dtype {tensor.dtype.name}")
+    _check_reducible(tensor, "reducescatter")
     output = _library.ops().tfdist_reducescatter(
-        tensor, reduce_op=int(ReduceOp(op)), prescale_factor=_scale_attr(prescale_factor),
-        postscale_factor=_scale_attr(postscale_factor), name=_node_name(name),
+        tensor, name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
         **_naming(name))
     _independent(output)
     return output

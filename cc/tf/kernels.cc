@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "cc/tf/inline_completion.h"
 #include "cc/tf/runtime_handle.h"
 
 namespace tfdist {
@@ -86,13 +87,18 @@ OutputAllocator AllocateOutput(tf::OpKernelContext* ctx, int index) {
 
 std::atomic<uint64_t> eager_sequence{0};
 
+// How long an eager op polls for its result on the calling thread before it
+// lets the runtime's thread finish it: long enough for a small collective,
+// short enough that a large one loses nothing worth mentioning.
+constexpr std::chrono::microseconds kEagerInlineWait{200};
+
 // What every collective kernel does: find the runtime, name the tensor,
 // describe it (subclass), enqueue, and complete the op when the runtime says.
 class CollectiveKernel : public tf::AsyncOpKernel {
  public:
   explicit CollectiveKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
-    OP_REQUIRES_OK(c, c->GetAttr("eager_sequence", &eager_sequence_));
+    OP_REQUIRES_OK(c, c->GetAttr("eager", &eager_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
@@ -106,14 +112,27 @@ class CollectiveKernel : public tf::AsyncOpKernel {
     request.name = TensorName();
     Status prepared = Describe(ctx, handle.topology, &request);
     OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(prepared), done);
-    request.done = [ctx, done](const Status& s) {
+    InlineCompletion::Finish finish = [ctx, done](const Status& s) {
       ctx->SetStatus(ToTfStatus(s));
       done();
     };
-    Status enqueued = handle.runtime->Enqueue(std::move(request));
+    if (!eager_) {
+      request.done = finish;
+      Status enqueued = handle.runtime->Enqueue(std::move(request));
+      if (!enqueued.ok()) finish(enqueued);
+      return;
+    }
+    auto completion = std::make_shared<InlineCompletion>(finish);
+    request.done = completion->RuntimeCallback();
+    Runtime* runtime = handle.runtime.get();
+    Status enqueued = runtime->Enqueue(std::move(request), /*wake_background=*/false);
     if (!enqueued.ok()) {
-      ctx->SetStatus(ToTfStatus(enqueued));
-      done();
+      finish(enqueued);
+      return;
+    }
+    if (!completion->WaitBriefly(kEagerInlineWait,
+                                 [runtime] { return runtime->TryRunRoundInline(); })) {
+      runtime->WakeBackground();
     }
   }
 
@@ -125,12 +144,12 @@ class CollectiveKernel : public tf::AsyncOpKernel {
  private:
   std::string TensorName() const {
     if (!tensor_name_.empty()) return tensor_name_;
-    if (eager_sequence_) return type_string() + ".eager." + std::to_string(eager_sequence++);
+    if (eager_) return type_string() + ".eager." + std::to_string(eager_sequence++);
     return name();
   }
 
   std::string tensor_name_;
-  bool eager_sequence_ = false;
+  bool eager_ = false;
 };
 
 Status DescribeInput(const tf::Tensor& input, CollectiveType type, TensorDescription* d) {
@@ -209,7 +228,7 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
   explicit GroupedAllreduceKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, attrs_.Read(c));
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
-    OP_REQUIRES_OK(c, c->GetAttr("eager_sequence", &eager_sequence_));
+    OP_REQUIRES_OK(c, c->GetAttr("eager", &eager_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
@@ -226,7 +245,7 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
                       done);
     std::string base = tensor_name_;
     if (base.empty()) {
-      base = eager_sequence_ ? type_string() + ".eager." + std::to_string(eager_sequence++)
+      base = eager_ ? type_string() + ".eager." + std::to_string(eager_sequence++)
                              : name();
     }
     // The last request to finish completes the op with the first error seen.
@@ -264,7 +283,7 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
  private:
   AllreduceAttrs attrs_;
   std::string tensor_name_;
-  bool eager_sequence_ = false;
+  bool eager_ = false;
 };
 
 class AllgatherKernel : public CollectiveKernel {

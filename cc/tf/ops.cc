@@ -2,10 +2,12 @@
 // The kernels are in kernels.cc.
 //
 // Naming: ranks match collectives by name. An op with a tensor_name uses it;
-// otherwise a graph op uses its node name, and an eager op (eager_sequence)
-// takes the next number of a per-process sequence, so that the n-th unnamed
-// eager collective has the same name on every rank. Names are kept out of
-// the attributes for eager ops so that TensorFlow's eager kernel cache hits.
+// otherwise a graph op uses its node name, and an eager op (`eager`, set by
+// the Python wrappers when executing eagerly) takes the next number of a
+// per-process sequence, so that the n-th unnamed eager collective has the
+// same name on every rank. Names are kept out of the attributes for eager
+// ops so that TensorFlow's eager kernel cache hits. An eager op also waits
+// for its result on the calling thread for a moment (inline_completion.h).
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -47,7 +49,7 @@ REGISTER_OP("TfdistAllreduce")
     .Attr("postscale_factor: string = '1'")
     .Attr("algorithm: int = 0")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
@@ -63,7 +65,7 @@ REGISTER_OP("TfdistGroupedAllreduce")
     .Attr("postscale_factor: string = '1'")
     .Attr("algorithm: int = 0")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
@@ -75,7 +77,7 @@ REGISTER_OP("TfdistAllgather")
     .Output("output: T")
     .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimension);
 
@@ -85,7 +87,7 @@ REGISTER_OP("TfdistBroadcast")
     .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
     .Attr("root_rank: int")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
@@ -96,7 +98,7 @@ REGISTER_OP("TfdistAlltoall")
     .Output("received_splits: int64")
     .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(UnknownFirstDimension(c));
@@ -112,14 +114,14 @@ REGISTER_OP("TfdistReducescatter")
     .Attr("prescale_factor: string = '1'")
     .Attr("postscale_factor: string = '1'")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimension);
 
 REGISTER_OP("TfdistBarrier")
     .Output("size: int32")
     .Attr("tensor_name: string = ''")
-    .Attr("eager_sequence: bool = false")
+    .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(ScalarShape);
 

@@ -27,6 +27,8 @@ from tfdist import _library
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 FLOAT32 = 6  # cc/core/data_type.h DataType::kFloat32
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
+MIN_ITERATIONS = 5
+MIN_WARMUP = 3
 
 
 def _engine_timer(comm) -> Callable[[str, np.ndarray, int], float]:
@@ -75,18 +77,20 @@ def measure(comm, sizes: List[int]) -> List[Dict]:
             return (time.perf_counter() - start) / n
 
         def tf_loop(n: int) -> float:
+            # Eager ops return when the collective has completed on this rank.
             comm.Barrier()
             start = time.perf_counter()
             for _ in range(n):
-                y = tfdist.allreduce(x, op=tfdist.Sum, name=name)
-            y.numpy()  # eager ops already completed; keeps the result alive until here
+                tfdist.allreduce(x, op=tfdist.Sum, name=name)
             return (time.perf_counter() - start) / n
 
         # Rank 0 sizes the loops from one timed call of the reference; every
         # rank then runs the same number of iterations.
         probe = mpi_loop(1)
-        iterations = comm.bcast(max(3, min(2000, int(TARGET_SECONDS / max(probe, 1e-7)))))
-        warmup = max(1, iterations // 10)
+        iterations = comm.bcast(max(MIN_ITERATIONS,
+                                    min(2000, int(TARGET_SECONDS / max(probe, 1e-7)))))
+        # The first calls of a size fault in fresh pages and fill caches.
+        warmup = max(MIN_WARMUP, iterations // 10)
         row: Dict = {"bytes": count * 4, "iterations": iterations}
         mpi_loop(warmup)
         row["mpi_us"] = _average_over_ranks(comm, mpi_loop(iterations)) * 1e6

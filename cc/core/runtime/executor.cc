@@ -11,6 +11,7 @@
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/runtime/convert.h"
+#include "cc/core/runtime/memory_advice.h"
 #include "cc/core/transport/mpi_allreduce.h"
 #include "cc/core/transport/mpi_wait.h"
 
@@ -66,6 +67,7 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // into the output, which saves a pass over memory for large tensors.
   const bool out_of_place_ring = in_place && algorithm == AllreduceAlgorithm::kRing &&
                                  d.prescale == 1.0 && group[0]->input != buffer;
+  if (in_place && group[0]->input != buffer) AdviseHugePages(buffer, bytes);
   int64_t start = timeline_.NowMicros();
   if (out_of_place_ring) {
     // Nothing to copy: RingAllreduceOutOfPlace reads the input itself.
@@ -127,6 +129,7 @@ Status CollectiveExecutor::Allgather(Request& request,
   }
   void* output = nullptr;
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
+  AdviseHugePages(output, static_cast<size_t>(rows) * row_bytes);
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(RingAllgatherv(transport_, request.input,
                                         bytes_per_rank[transport_.rank()], output,

@@ -1,5 +1,7 @@
 #include "cc/core/runtime/runtime.h"
 
+#include <sched.h>
+
 #include <cstdio>
 #include <sstream>
 
@@ -12,6 +14,9 @@ namespace tfdist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Rounds per second of a rank with nothing to do: 10, about 0.1% of a core.
+constexpr double kIdleTickMs = 100.0;
 
 double SecondsSince(Clock::time_point then) {
   return std::chrono::duration<double>(Clock::now() - then).count();
@@ -64,13 +69,15 @@ Runtime::~Runtime() {
   Shutdown();
 }
 
-Status Runtime::Enqueue(Request request) {
+Status Runtime::Enqueue(Request request, bool wake_background) {
   std::vector<Request> one;
   one.push_back(std::move(request));
-  return EnqueueGroup(std::move(one));
+  return EnqueueGroup(std::move(one), wake_background);
 }
 
-Status Runtime::EnqueueGroup(std::vector<Request> requests) {
+void Runtime::WakeBackground() { wake_.notify_one(); }
+
+Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_ || shutdown_requested_) {
@@ -86,8 +93,9 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests) {
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
     for (Request& request : requests) queue_.push_back(std::move(request));
+    work_queued_.store(true, std::memory_order_release);
   }
-  wake_.notify_one();
+  if (wake_background) wake_.notify_one();
   return Status::OK();
 }
 
@@ -103,22 +111,65 @@ void Runtime::Shutdown() {
 }
 
 void Runtime::Loop() {
-  while (RunOneRound()) {
+  while (true) {
+    const bool round_due = WaitForWork();
+    std::lock_guard<std::mutex> round(round_mutex_);
+    if (finished_) return;
+    // A thread finishing an eager op may have run the round already.
+    if (!round_due && !work_queued_.load(std::memory_order_acquire) &&
+        !carry_over_.load(std::memory_order_acquire) && !ShutdownRequested()) {
+      continue;
+    }
+    if (!RunRoundLocked()) {
+      Finish();
+      return;
+    }
   }
-  FailAllInFlight(stop_reason_.ok() ? Status::Aborted("tfdist was shut down") : stop_reason_);
-  timeline_.Close();
 }
 
-bool Runtime::RunOneRound() {
+bool Runtime::TryRunRoundInline() {
+  std::unique_lock<std::mutex> round(round_mutex_, std::try_to_lock);
+  if (!round.owns_lock() || finished_) return false;
+  if (!RunRoundLocked()) Finish();
+  return true;
+}
+
+bool Runtime::ShutdownRequested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shutdown_requested_;
+}
+
+void Runtime::Finish() {
+  finished_ = true;
+  FailAllInFlight(stop_reason_.ok() ? Status::Aborted("tfdist was shut down") : stop_reason_);
+  timeline_.Close();
+  wake_.notify_all();  // the background thread may be waiting for work
+}
+
+bool Runtime::WaitForWork() {
+  if (carry_over_.load(std::memory_order_acquire)) return true;
+  // Sleep until woken (eager ops drive rounds themselves and only wake this
+  // thread when they give up waiting). With nothing of its own waiting, a rank still takes part in
+  // a round now and then (idle_tick), so that the others' rounds complete,
+  // which stall reports and shutdown need; with work waiting it goes round
+  // every cycle time, the longest a ready tensor waits for the next round.
+  const bool have_work = announced_count_.load(std::memory_order_relaxed) > 0;
+  const auto wait = std::chrono::duration<double, std::milli>(
+      have_work ? config_.cycle_time_ms : std::max(config_.cycle_time_ms, kIdleTickMs));
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool woken = wake_.wait_for(lock, wait, [&] {
+    return !queue_.empty() || shutdown_requested_ || finished_.load();
+  });
+  return !woken;  // timed out: a round is due whatever the queue holds
+}
+
+bool Runtime::RunRoundLocked() {
   std::vector<Request> fresh;
   bool want_shutdown = false;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const auto cycle = std::chrono::duration<double, std::milli>(config_.cycle_time_ms);
-    wake_.wait_for(lock, cycle, [&] {
-      return !queue_.empty() || shutdown_requested_ || negotiator_->has_carry_over();
-    });
+    std::lock_guard<std::mutex> lock(mutex_);
     fresh.swap(queue_);
+    work_queued_.store(false, std::memory_order_relaxed);
     want_shutdown = shutdown_requested_;
   }
   std::vector<Announcement> announcements;
@@ -130,6 +181,7 @@ bool Runtime::RunOneRound() {
     std::string name = request.name;
     announced_.emplace(std::move(name), std::move(request));
   }
+  announced_count_.store(announced_.size(), std::memory_order_relaxed);
 
   const int64_t start = timeline_.NowMicros();
   RoundResult result;
@@ -144,6 +196,7 @@ bool Runtime::RunOneRound() {
     return false;
   }
   stats_.negotiation_rounds++;
+  carry_over_.store(negotiator_->has_carry_over(), std::memory_order_release);
   stats_.cached_rounds = negotiator_->cached_rounds();
   Execute(result.ready);
   if (!stop_reason_.ok()) return false;
@@ -217,6 +270,7 @@ void Runtime::Complete(Request& request, const Status& status) {
   auto done = std::move(request.done);
   announced_.erase(name);
   announced_at_.erase(name);
+  announced_count_.store(announced_.size(), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     names_in_flight_.erase(name);
@@ -242,6 +296,7 @@ void Runtime::FailAllInFlight(const Status& status) {
   }
   announced_.clear();
   announced_at_.clear();
+  announced_count_.store(0, std::memory_order_relaxed);
 }
 
 void Runtime::InspectStalls() {

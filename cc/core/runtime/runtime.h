@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -40,13 +41,21 @@ class Runtime {
 
   // Hands a request to the background thread. Fails at once (and does not
   // call done) if the name is already in flight or the runtime stopped.
-  Status Enqueue(Request request);
+  // `wake_background` false leaves the background thread asleep: the caller
+  // drives rounds itself (TryRunRoundInline) and calls WakeBackground() if
+  // it stops before its request completed.
+  Status Enqueue(Request request, bool wake_background = true);
+  void WakeBackground();
   // Hands several requests over at once, so that they are announced in the
   // same round. All or nothing: if one name is in flight, none is enqueued.
-  Status EnqueueGroup(std::vector<Request> requests);
+  Status EnqueueGroup(std::vector<Request> requests, bool wake_background = true);
   // Stops the background thread after a last round with the other ranks;
   // requests still waiting fail with Aborted. Idempotent.
   void Shutdown();
+  // Runs one round on the calling thread if no other thread is running one;
+  // returns whether it did. An eager op calls this while it waits for its
+  // own result, which saves the two thread hand-offs of the background path.
+  bool TryRunRoundInline();
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
@@ -58,8 +67,15 @@ class Runtime {
 
  private:
   void Loop();
-  // Returns false once the loop must stop.
-  bool RunOneRound();
+  // Returns when work was queued or shutdown asked for (false), or when a
+  // round is due anyway (true: the cycle or idle tick passed).
+  bool WaitForWork();
+  // One negotiation round and the collectives it makes ready; the caller
+  // holds round_mutex_. Returns false once the runtime must stop.
+  bool RunRoundLocked();
+  // Fails what still waits and lets the background thread exit; round_mutex_ held.
+  void Finish();
+  bool ShutdownRequested();
   void Execute(const std::vector<ReadyTensor>& ready);
   void Complete(Request& request, const Status& status);
   void FailAllInFlight(const Status& status);
@@ -78,10 +94,18 @@ class Runtime {
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
   bool shutdown_requested_ = false;
+  // queue_ is not empty; read without the lock while polling for work.
+  std::atomic<bool> work_queued_{false};
   bool stopped_ = false;
   Status stop_reason_;
 
-  // Owned by the background thread.
+  // Held by whichever thread runs a round (the background thread, or one
+  // finishing an eager op); guards everything below it.
+  std::mutex round_mutex_;
+  std::atomic<bool> finished_{false};
+  // Copies of round state that the background thread reads while waiting.
+  std::atomic<size_t> announced_count_{0};
+  std::atomic<bool> carry_over_{false};
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
   std::chrono::steady_clock::time_point last_stall_check_;

@@ -38,10 +38,33 @@ std::string Number(double x) {
   return s.str();
 }
 
+// True when every rank agrees with rank 0 on everything the collective
+// checks; the common case, answered without building any message.
+bool AllAgree(const std::vector<TensorDescription>& per_rank) {
+  const TensorDescription& first = per_rank[0];
+  const bool first_dimension_may_differ =
+      first.type == CollectiveType::kAllgather || first.type == CollectiveType::kAlltoall;
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    const TensorDescription& d = per_rank[r];
+    if (d.type != first.type || d.dtype != first.dtype || d.op != first.op ||
+        d.root != first.root || d.prescale != first.prescale ||
+        d.postscale != first.postscale || d.algorithm != first.algorithm ||
+        d.shape.size() != first.shape.size()) {
+      return false;
+    }
+    for (size_t i = first_dimension_may_differ ? 1 : 0; i < d.shape.size(); ++i) {
+      if (d.shape[i] != first.shape[i]) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Status ValidateAcrossRanks(const std::string& name,
                            const std::vector<TensorDescription>& per_rank) {
+  if (AllAgree(per_rank)) return Status::OK();
+  // Some property differs: find the first one that matters and name it.
   using D = TensorDescription;
   TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "collective",
                                [](const D& d) { return std::string(CollectiveTypeName(d.type)); }));
