@@ -15,6 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a burst of requests must pause before the background thread
+// takes it into a round.
+constexpr auto kSettle = std::chrono::microseconds(100);
 // Rounds per second of a rank with nothing to do: 10, about 0.1% of a core.
 constexpr double kIdleTickMs = 100.0;
 
@@ -160,7 +163,22 @@ bool Runtime::WaitForWork() {
   const bool woken = wake_.wait_for(lock, wait, [&] {
     return !queue_.empty() || shutdown_requested_ || finished_.load();
   });
-  return !woken;  // timed out: a round is due whatever the queue holds
+  if (!woken) return true;  // timed out: a round is due whatever the queue holds
+  if (shutdown_requested_) return false;
+  // A graph hands over its collectives one kernel at a time, a few µs apart.
+  // Let such a burst finish arriving (no new request for kSettle, at most one
+  // cycle time), so that it is negotiated and fused in one round rather than
+  // split into a big round and a late one that every rank must wait for.
+  const auto deadline = Clock::now() + wait;
+  size_t seen = queue_.size();
+  while (Clock::now() < deadline) {
+    lock.unlock();
+    std::this_thread::sleep_for(kSettle);
+    lock.lock();
+    if (queue_.size() == seen || shutdown_requested_) break;
+    seen = queue_.size();
+  }
+  return false;
 }
 
 bool Runtime::RunRoundLocked() {
