@@ -52,10 +52,12 @@ def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float =
     """Runs tests/workers/<script> on ``np`` ranks; returns the combined output.
 
     Fails the calling test if the job fails (or, with expect_failure, if it
-    succeeds) or runs past ``timeout`` seconds.
+    succeeds) or runs past ``timeout`` seconds. ``script`` may also be a path
+    relative to the repository root (an example).
     """
+    path = WORKERS / script if (WORKERS / script).exists() else ROOT / script
     command = [mpirun_command(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
-               sys.executable, str(WORKERS / script), *args]
+               sys.executable, str(path), *args]
     try:
         result = subprocess.run(command, env=mpi_environment(env), capture_output=True,
                                 text=True, timeout=timeout, cwd=str(ROOT))

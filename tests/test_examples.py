@@ -1,0 +1,35 @@
+"""The examples run as a user would run them, and reach the accuracy the README promises."""
+import re
+
+import pytest
+
+from mpi_harness import run_workers
+
+
+def final_accuracy(output: str) -> float:
+    match = re.search(r"final validation accuracy (\d+\.\d+)", output)
+    assert match, output[-3000:]
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("np_", [1, 2, 4])
+def test_keras_digits_reaches_95_percent(np_):
+    output = run_workers("examples/keras_digits.py", np_, args=["--min-accuracy", "0.95"],
+                         timeout=300)
+    assert final_accuracy(output) >= 0.95
+
+
+def test_custom_loop_reaches_95_percent():
+    output = run_workers("examples/tf2_custom_loop.py", 2, args=["--min-accuracy", "0.95"],
+                         timeout=300)
+    assert final_accuracy(output) >= 0.95
+
+
+def test_synthetic_benchmark_reports_throughput():
+    output = run_workers("examples/synthetic_benchmark.py", 2,
+                         args=["--model", "mlp", "--num-warmup-batches", "2",
+                               "--num-batches-per-iter", "2", "--num-iters", "3"],
+                         timeout=300)
+    match = re.search(r"Total samples/sec on 2 rank\(s\): (\d+\.\d+) \+-(\d+\.\d+)", output)
+    assert match, output[-3000:]
+    assert float(match.group(1)) > 0
