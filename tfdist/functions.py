@@ -29,7 +29,7 @@ def _next_name(kind: str) -> str:
 
 
 def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) -> None:
-    """Assigns ``root_rank``'s values to ``variables`` on every rank.
+    """Assigns ``root_rank``'s values to ``variables`` (TensorFlow or Keras) on every rank.
 
     Typically called once after the model and optimizer are built, so that all
     ranks start from the same weights. The variables must be the same (same
@@ -43,14 +43,15 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
                          f"(size {runtime.size()})")
     base = _next_name("broadcast_variables")
     by_dtype: Dict[tf.DType, List[tf.Variable]] = {}
-    for variable in variables:
-        by_dtype.setdefault(variable.dtype.base_dtype, []).append(variable)
+    for variable in variables:  # tf.Variable (DType) or Keras 3 Variable (dtype name)
+        by_dtype.setdefault(tf.as_dtype(variable.dtype).base_dtype, []).append(variable)
     # Sorted by dtype name so that every rank issues the broadcasts in the same order.
     for dtype in sorted(by_dtype, key=lambda d: d.name):
         group = by_dtype[dtype]
         flat = tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in group], axis=0)
         received = ops.broadcast(flat, root_rank=root_rank, name=f"{base}.{dtype.name}")
-        sizes = [int(np.prod(v.shape.as_list(), dtype=np.int64)) for v in group]
+        sizes = [int(np.prod(tf.TensorShape(v.shape).as_list(), dtype=np.int64))
+                 for v in group]
         for variable, part in zip(group, tf.split(received, sizes, num=len(sizes))):
             variable.assign(tf.reshape(part, tf.shape(variable)))
 

@@ -14,7 +14,7 @@ from tfdist import __all__ as _tfdist_all
 from tfdist.compression import Compression
 from tfdist.gradient_tape import DistributedGradientTape
 from tfdist.keras import callbacks
-from tfdist.keras.broadcast import broadcast_variables
+from tfdist.functions import broadcast_variables
 from tfdist.keras.optimizer import DistributedOptimizer
 from tfdist.keras.saving import load_model
 

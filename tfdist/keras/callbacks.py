@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdist import ops, runtime
-from tfdist.keras.broadcast import broadcast_variables
+from tfdist.functions import broadcast_variables
 
 
 def turn_off_xla(model: keras.Model) -> None:
@@ -65,10 +65,9 @@ class BroadcastGlobalVariablesCallback(TfdistCallback):
     def _broadcast(self) -> None:
         model = self.model
         _build_optimizer(model)
-        broadcast_variables(model.variables, self.root_rank, prefix="tfdist.broadcast.model")
+        broadcast_variables(model.variables, self.root_rank)
         if model.optimizer is not None:
-            broadcast_variables(model.optimizer.variables, self.root_rank,
-                                prefix="tfdist.broadcast.optimizer")
+            broadcast_variables(model.optimizer.variables, self.root_rank)
         self.broadcast_done = True
 
     def on_train_begin(self, logs: Optional[Dict] = None) -> None:
