@@ -62,7 +62,7 @@ def main() -> int:
     target = tf.random.uniform((args.batch_size,), maxval=10, dtype=tf.int64)
 
     optimizer.build(model.trainable_variables)
-    broadcast_variables(model.variables, root_rank=0, prefix="init.model")
+    broadcast_variables(model.variables, root_rank=0)
 
     @tf.function
     def train_step():

@@ -42,8 +42,8 @@ def main() -> int:
 
     # Every rank starts from rank 0's weights and optimizer state.
     optimizer.build(model.trainable_variables)
-    broadcast_variables(model.variables, root_rank=0, prefix="init.model")
-    broadcast_variables(optimizer.variables, root_rank=0, prefix="init.optimizer")
+    broadcast_variables(model.variables, root_rank=0)
+    broadcast_variables(optimizer.variables, root_rank=0)
 
     @tf.function
     def train_step(x, y):

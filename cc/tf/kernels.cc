@@ -167,22 +167,40 @@ Status NeedsFirstDimension(const tf::Tensor& input, const char* op) {
   return Status::OK();
 }
 
-// The attributes of an allreduce (TfdistAllreduce, TfdistGroupedAllreduce)
-// and how they describe input `index` of a kernel as a request.
-struct AllreduceAttrs {
+// The attributes every reduction has (reduce_op, scale factors), shared by
+// the allreduce and reducescatter kernels. Average is Sum with a postscale
+// of 1/size.
+struct ReductionAttrs {
   int reduce_op = 0;
   double prescale = 1.0;
   double postscale = 1.0;
-  int algorithm = 0;
 
   absl::Status Read(tf::OpKernelConstruction* c) {
     TF_RETURN_IF_ERROR(c->GetAttr("reduce_op", &reduce_op));
     TF_RETURN_IF_ERROR(ParseScale(c, "prescale_factor", &prescale));
     TF_RETURN_IF_ERROR(ParseScale(c, "postscale_factor", &postscale));
-    TF_RETURN_IF_ERROR(c->GetAttr("algorithm", &algorithm));
     if (reduce_op < 0 || reduce_op > kAverage) {
       return absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op));
     }
+    return absl::OkStatus();
+  }
+
+  void Apply(const Topology& topology, TensorDescription* d) const {
+    d->op = reduce_op == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op);
+    d->prescale = prescale;
+    d->postscale = reduce_op == kAverage ? postscale / topology.size : postscale;
+  }
+};
+
+// The attributes of an allreduce (TfdistAllreduce, TfdistGroupedAllreduce)
+// and how they describe input `index` of a kernel as a request.
+struct AllreduceAttrs {
+  ReductionAttrs reduction;
+  int algorithm = 0;
+
+  absl::Status Read(tf::OpKernelConstruction* c) {
+    TF_RETURN_IF_ERROR(reduction.Read(c));
+    TF_RETURN_IF_ERROR(c->GetAttr("algorithm", &algorithm));
     if (algorithm < 0 || algorithm > static_cast<int>(AllreduceAlgorithm::kMpi)) {
       return absl::InvalidArgumentError(absl::StrCat("unknown allreduce algorithm ", algorithm));
     }
@@ -194,9 +212,7 @@ struct AllreduceAttrs {
     const tf::Tensor& input = ctx->input(index);
     TensorDescription& d = r->description;
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
-    d.op = reduce_op == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op);
-    d.prescale = prescale;
-    d.postscale = reduce_op == kAverage ? postscale / topology.size : postscale;
+    reduction.Apply(topology, &d);
     d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
     tf::Tensor* output = nullptr;
     absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
@@ -383,31 +399,23 @@ class AlltoallKernel : public CollectiveKernel {
 class ReducescatterKernel : public CollectiveKernel {
  public:
   explicit ReducescatterKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
-    OP_REQUIRES_OK(c, ParseScale(c, "prescale_factor", &prescale_));
-    OP_REQUIRES_OK(c, ParseScale(c, "postscale_factor", &postscale_));
-    OP_REQUIRES(c, reduce_op_ >= 0 && reduce_op_ <= kAverage,
-                absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op_)));
+    OP_REQUIRES_OK(c, attrs_.Read(c));
   }
 
  protected:
   Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
     const tf::Tensor& input = ctx->input(0);
     TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "reducescatter"));
-    TensorDescription& d = r->description;
-    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kReducescatter, &d));
-    d.op = reduce_op_ == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_);
-    d.prescale = prescale_;
-    d.postscale = reduce_op_ == kAverage ? postscale_ / topology.size : postscale_;
+    TFDIST_RETURN_IF_ERROR(
+        DescribeInput(input, CollectiveType::kReducescatter, &r->description));
+    attrs_.Apply(topology, &r->description);
     r->input = Base(input);
     r->allocate_output = AllocateOutput(ctx, 0);
     return Status::OK();
   }
 
  private:
-  int reduce_op_ = 0;
-  double prescale_ = 1.0;
-  double postscale_ = 1.0;
+  ReductionAttrs attrs_;
 };
 
 class BarrierKernel : public CollectiveKernel {
