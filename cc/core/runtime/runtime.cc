@@ -1,7 +1,5 @@
 #include "cc/core/runtime/runtime.h"
 
-#include <sched.h>
-
 #include <cstdio>
 #include <sstream>
 
@@ -96,7 +94,6 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
     for (Request& request : requests) queue_.push_back(std::move(request));
-    work_queued_.store(true, std::memory_order_release);
   }
   if (wake_background) wake_.notify_one();
   return Status::OK();
@@ -119,8 +116,7 @@ void Runtime::Loop() {
     std::lock_guard<std::mutex> round(round_mutex_);
     if (finished_) return;
     // A thread finishing an eager op may have run the round already.
-    if (!round_due && !work_queued_.load(std::memory_order_acquire) &&
-        !carry_over_.load(std::memory_order_acquire) && !ShutdownRequested()) {
+    if (!round_due && !negotiator_->has_carry_over() && !QueuedWorkOrShutdown()) {
       continue;
     }
     if (!RunRoundLocked()) {
@@ -137,9 +133,9 @@ bool Runtime::TryRunRoundInline() {
   return true;
 }
 
-bool Runtime::ShutdownRequested() {
+bool Runtime::QueuedWorkOrShutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return shutdown_requested_;
+  return !queue_.empty() || shutdown_requested_;
 }
 
 void Runtime::Finish() {
@@ -152,10 +148,11 @@ void Runtime::Finish() {
 bool Runtime::WaitForWork() {
   if (carry_over_.load(std::memory_order_acquire)) return true;
   // Sleep until woken (eager ops drive rounds themselves and only wake this
-  // thread when they give up waiting). With nothing of its own waiting, a rank still takes part in
-  // a round now and then (idle_tick), so that the others' rounds complete,
-  // which stall reports and shutdown need; with work waiting it goes round
-  // every cycle time, the longest a ready tensor waits for the next round.
+  // thread when they give up waiting). With nothing of its own waiting, a
+  // rank still takes part in a round now and then (kIdleTickMs), so that the
+  // others' rounds complete, which stall reports and shutdown need; with work
+  // waiting it goes round every cycle time, the longest a ready tensor waits
+  // for the next round.
   const bool have_work = announced_count_.load(std::memory_order_relaxed) > 0;
   const auto wait = std::chrono::duration<double, std::milli>(
       have_work ? config_.cycle_time_ms : std::max(config_.cycle_time_ms, kIdleTickMs));
@@ -187,7 +184,6 @@ bool Runtime::RunRoundLocked() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fresh.swap(queue_);
-    work_queued_.store(false, std::memory_order_relaxed);
     want_shutdown = shutdown_requested_;
   }
   std::vector<Announcement> announcements;

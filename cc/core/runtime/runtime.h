@@ -75,7 +75,7 @@ class Runtime {
   bool RunRoundLocked();
   // Fails what still waits and lets the background thread exit; round_mutex_ held.
   void Finish();
-  bool ShutdownRequested();
+  bool QueuedWorkOrShutdown();
   void Execute(const std::vector<ReadyTensor>& ready);
   void Complete(Request& request, const Status& status);
   void FailAllInFlight(const Status& status);
@@ -94,8 +94,6 @@ class Runtime {
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
   bool shutdown_requested_ = false;
-  // queue_ is not empty; read without the lock while polling for work.
-  std::atomic<bool> work_queued_{false};
   bool stopped_ = false;
   Status stop_reason_;
 
