@@ -122,7 +122,7 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
         raise BuildError("no C++17 compiler (g++) found; install g++ (Debian: apt-get install g++).")
     mpi_compile, mpi_link = mpi_flags(mpicc)
     cxx = os.environ.get("CXX", "g++")
-    compile_flags = (["-std=c++17", "-O2", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
+    compile_flags = (["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
                       "-fvisibility-inlines-hidden", f"-I{ROOT}"]
                      + _system_includes(tensorflow["compile_flags"])
                      + _system_includes(mpi_compile))

@@ -11,6 +11,7 @@
 #include "cc/core/collectives/algorithm.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/ring_allreduce.h"
+#include "cc/core/convert.h"
 #include "cc/core/half.h"
 #include "cc/core/transport/in_process_transport.h"
 #include "cc/tests/test_data.h"
@@ -213,6 +214,39 @@ TFDIST_TEST(RingAllreduceOutOfPlace) {
         for (int rank = 0; rank < size; ++rank) {
           CHECK_EQ_MSG(FirstMismatch(kept[rank], inputs[rank], tfdist::DataTypeSize(dtype)),
                        -1LL, "input of rank " << rank << " was modified");
+        }
+      }
+    }
+  }
+}
+
+// The ring scales each reduced chunk once, at the rank that reduced it; the
+// result must be exactly the sequential sum scaled the same way, in place
+// and out of place, for floats and for integers (rounded).
+TFDIST_TEST(RingAllreduceAppliesResultScale) {
+  for (int size : {1, 2, 3, 5}) {
+    const double scale = 1.0 / size;
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{300001}}) {
+      for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64}) {
+        for (bool in_place : {false, true}) {
+          std::vector<Bytes> inputs;
+          for (int rank = 0; rank < size; ++rank) {
+            inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
+          }
+          Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
+          tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+          std::vector<Bytes> kept = inputs;
+          auto run = [&](Transport& transport, void* buffer, size_t n) {
+            const void* input = in_place ? buffer : kept[transport.rank()].data();
+            const size_t bytes = n * tfdist::DataTypeSize(dtype);
+            if (!in_place && bytes > 0) std::memset(buffer, 0xAB, bytes);
+            return tfdist::RingAllreduceOutOfPlace(transport, input, buffer, n, dtype,
+                                                   ReduceOp::kSum, scale);
+          };
+          CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype, ReduceOp::kSum,
+                         InProcessSendMode::kBuffered) +
+                       (in_place ? " scaled in place" : " scaled out of place"),
+                   run, inputs, expected, count, dtype, InProcessSendMode::kBuffered);
         }
       }
     }

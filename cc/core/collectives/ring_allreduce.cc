@@ -20,24 +20,29 @@
 // latency term grows linearly in P.
 #include "cc/core/collectives/ring_allreduce.h"
 
-#include <cstring>
 
 #include "cc/core/collectives/chunk_layout.h"
 #include "cc/core/collectives/collective_tags.h"
 #include "cc/core/collectives/reduction.h"
+#include "cc/core/convert.h"
 
 namespace tfdist {
 namespace {
 
 Status RunRing(Transport& transport, const void* input, void* buffer,
                size_t count, DataType dtype, ReduceOp op,
-               size_t max_segment_bytes) {
+               size_t max_segment_bytes, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const int size = transport.size();
-  if (input != nullptr && size == 1 && count > 0) {
-    std::memcpy(buffer, input, count * DataTypeSize(dtype));
+  if (input == buffer) input = nullptr;  // in place
+  if (size == 1 || count == 0) {
+    // The reduction of one rank is its input; only the scale remains.
+    if (input != nullptr || result_scale != 1.0) {
+      ConvertScaled(input != nullptr ? input : buffer, dtype, buffer, dtype, count,
+                    result_scale);
+    }
+    return Status::OK();
   }
-  if (size == 1 || count == 0) return Status::OK();
 
   RingSchedule schedule;
   schedule.element_size = DataTypeSize(dtype);
@@ -54,6 +59,7 @@ Status RunRing(Transport& transport, const void* input, void* buffer,
   schedule.max_segment_bytes = max_segment_bytes;
   schedule.tag = kRingAllreduceTag;
   schedule.source = static_cast<const unsigned char*>(input);
+  schedule.result_scale = result_scale;
   return RunRingSchedule(transport, buffer, schedule);
 }
 
@@ -62,20 +68,20 @@ Status RunRing(Transport& transport, const void* input, void* buffer,
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,
                                  size_t max_segment_bytes) {
-  return RunRing(transport, nullptr, buffer, count, dtype, op, max_segment_bytes);
+  return RunRing(transport, nullptr, buffer, count, dtype, op, max_segment_bytes, 1.0);
 }
 
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
   return RunRing(transport, nullptr, buffer, count, dtype, op,
-                 kDefaultRingSegmentBytes);
+                 kDefaultRingSegmentBytes, 1.0);
 }
 
 Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
                                void* output, size_t count, DataType dtype,
-                               ReduceOp op) {
+                               ReduceOp op, double result_scale) {
   return RunRing(transport, input, output, count, dtype, op,
-                 kDefaultRingSegmentBytes);
+                 kDefaultRingSegmentBytes, result_scale);
 }
 
 }  // namespace tfdist

@@ -16,10 +16,13 @@ Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op);
 
 // Out of place: `output` gets the result, `input` is only read. Saves the
-// caller a full copy of the input into the output. The two may not overlap.
+// caller a full copy of the input into the output. `input` may be `output`
+// (then it runs in place) but may not otherwise overlap it. The result is
+// multiplied by `result_scale` (ConvertScaled's rounding) as part of the
+// ring, which saves the caller a pass over the output when it averages.
 Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
                                void* output, size_t count, DataType dtype,
-                               ReduceOp op);
+                               ReduceOp op, double result_scale = 1.0);
 
 // The same with an explicit segment bound instead of kDefaultRingSegmentBytes
 // (1 MiB, ring_pipeline.h); every rank must pass the same value. Tests use tiny segments to

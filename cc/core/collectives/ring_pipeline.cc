@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cc/core/collectives/reduction.h"
+#include "cc/core/convert.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {
@@ -125,7 +126,6 @@ class RingRun {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
     const size_t segments = SegmentCount(chunk);
-    const size_t element_size = schedule_.element_size;
     std::unique_ptr<PendingOp> receives[2];
     auto post_receive = [&](size_t k) {
       receives[k % 2] = transport_.StartRecv(left_, slots_[k % 2],
@@ -136,17 +136,35 @@ class RingRun {
     for (size_t k = 0; k < segments; ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
       const Segment segment = GetSegment(chunk, k);
-      if (schedule_.source != nullptr) {
-        std::memcpy(buffer_ + segment.offset, schedule_.source + segment.offset,
-                    segment.bytes);
-      }
       // Segment k+1 is in flight into the other slot while this one reduces.
-      ReduceInto(buffer_ + segment.offset, slots_[k % 2],
-                 segment.bytes / element_size, schedule_.dtype, schedule_.op);
+      ReduceSegment(segment, slots_[k % 2], step + 1 == schedule_.reduce_steps);
       ForwardSegment(step + 1, segment);
       if (k + 2 < segments) post_receive(k + 2);
     }
     return Status::OK();
+  }
+
+  // Reduces what arrived for `segment` into the buffer (first copying this
+  // rank's input in, out of place) and, after the last reduce step, scales
+  // it. Done in cache-sized blocks, so each block is read from memory once
+  // for all three passes rather than once per pass.
+  void ReduceSegment(const Segment& segment, const unsigned char* incoming, bool last_step) {
+    constexpr size_t kBlockBytes = size_t{64} << 10;
+    const size_t element_size = schedule_.element_size;
+    const size_t block = std::max<size_t>(kBlockBytes / element_size, 1) * element_size;
+    const bool scale = last_step && schedule_.result_scale != 1.0;
+    for (size_t done = 0; done < segment.bytes; done += block) {
+      const size_t bytes = std::min(block, segment.bytes - done);
+      unsigned char* out = buffer_ + segment.offset + done;
+      if (schedule_.source != nullptr) {
+        std::memcpy(out, schedule_.source + segment.offset + done, bytes);
+      }
+      ReduceInto(out, incoming + done, bytes / element_size, schedule_.dtype, schedule_.op);
+      if (scale) {
+        ConvertScaled(out, schedule_.dtype, out, schedule_.dtype, bytes / element_size,
+                      schedule_.result_scale);
+      }
+    }
   }
 
   Status CopyStep(int step) {

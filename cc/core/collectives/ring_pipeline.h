@@ -53,6 +53,11 @@ struct RingSchedule {
   // `source` into the buffer just before reducing into it, while it is in
   // cache, which saves the caller a whole pass copying input to output.
   const unsigned char* source = nullptr;
+  // Allreduce only: every element of the fully reduced chunk is multiplied by
+  // this (ConvertScaled's rounding) right after its last reduce step, while
+  // it is in cache, and before it travels on. Averaging then costs no extra
+  // pass over the result, and every rank still ends with the same bits.
+  double result_scale = 1.0;
 };
 
 Status RunRingSchedule(Transport& transport, void* buffer,

@@ -10,7 +10,7 @@
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
-#include "cc/core/runtime/convert.h"
+#include "cc/core/convert.h"
 #include "cc/core/runtime/memory_advice.h"
 #include "cc/core/transport/mpi_allreduce.h"
 #include "cc/core/transport/mpi_wait.h"
@@ -63,17 +63,17 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // else is packed into the fusion buffer, converted to the accumulation type.
   const bool in_place = group.size() == 1 && accumulation == d.dtype;
   void* buffer = group[0]->output;
-  // The ring can read the input where it lies and write the result straight
-  // into the output, which saves a pass over memory for large tensors.
-  const bool out_of_place_ring = in_place && algorithm == AllreduceAlgorithm::kRing &&
-                                 d.prescale == 1.0 && group[0]->input != buffer;
+  // The ring reads the input where it lies, writes the result straight into
+  // the output and applies the postscale as it goes: no pass over memory of
+  // its own, which for large tensors is most of what the executor costs.
+  const bool direct_ring =
+      in_place && algorithm == AllreduceAlgorithm::kRing && d.prescale == 1.0;
   if (in_place && group[0]->input != buffer) AdviseHugePages(buffer, bytes);
   int64_t start = timeline_.NowMicros();
-  if (out_of_place_ring) {
-    // Nothing to copy: RingAllreduceOutOfPlace reads the input itself.
-  } else if (in_place) {
+  if (in_place && !direct_ring) {
     ConvertScaled(group[0]->input, d.dtype, buffer, d.dtype, total, d.prescale);
-  } else {
+    timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
+  } else if (!in_place) {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
     size_t offset = 0;
@@ -83,22 +83,23 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
                     n, d.prescale);
       offset += n * element;
     }
+    timeline_.Complete(label, "FUSION_COPY_IN", start, group.size(), bytes, "");
   }
-  timeline_.Complete(label, in_place ? "COPY_INPUT" : "FUSION_COPY_IN", start, group.size(), bytes, "");
 
   start = timeline_.NowMicros();
-  Status status = out_of_place_ring
+  Status status = direct_ring
                       ? RingAllreduceOutOfPlace(transport_, group[0]->input, buffer, total,
-                                                accumulation, d.op)
+                                                accumulation, d.op, d.postscale)
                       : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
 
   start = timeline_.NowMicros();
-  if (in_place) {
+  if (in_place && !direct_ring && d.postscale != 1.0) {
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
-  } else {
+    timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
+  } else if (!in_place) {
     size_t offset = 0;
     for (Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
@@ -106,8 +107,8 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
                     n, d.postscale);
       offset += n * element;
     }
+    timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
   }
-  timeline_.Complete(label, in_place ? "SCALE_OUTPUT" : "FUSION_COPY_OUT", start, group.size(), bytes, "");
 
   stats_.allreduce_calls++;
   stats_.tensors_reduced += group.size();

@@ -1,9 +1,10 @@
 // Copies elements between buffers, converting the element type and applying
 // a scale factor in double precision on the way. Used to pack tensors into a
 // fusion buffer (and into float32 staging for float16/bfloat16, which are
-// accumulated in float32) and to unpack the result with the postscale.
-#ifndef TFDIST_CORE_RUNTIME_CONVERT_H_
-#define TFDIST_CORE_RUNTIME_CONVERT_H_
+// accumulated in float32), to unpack the result with the postscale, and by
+// the ring to scale each reduced chunk once, where it is reduced.
+#ifndef TFDIST_CORE_CONVERT_H_
+#define TFDIST_CORE_CONVERT_H_
 
 #include <cstddef>
 
@@ -23,4 +24,4 @@ DataType AccumulationType(DataType dtype);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_RUNTIME_CONVERT_H_
+#endif  // TFDIST_CORE_CONVERT_H_

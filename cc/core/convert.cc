@@ -1,4 +1,4 @@
-#include "cc/core/runtime/convert.h"
+#include "cc/core/convert.h"
 
 #include <cmath>
 #include <cstdint>
