@@ -1,6 +1,6 @@
 #include "cc/core/runtime/fusion.h"
 
-#include "cc/core/runtime/convert.h"
+#include "cc/core/convert.h"
 
 namespace tfdist {
 
@@ -23,15 +23,17 @@ std::vector<std::vector<size_t>> PlanFusion(
     size_t threshold_bytes) {
   std::vector<std::vector<size_t>> groups;
   std::vector<size_t> group_bytes;
+  std::vector<bool> fusible;  // per group: may take more tensors
   for (size_t i = 0; i < descriptions.size(); ++i) {
     const TensorDescription& d = *descriptions[i];
     const size_t bytes = AccumulationBytes(d);
+    const bool can_fuse = d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes &&
+                          bytes <= kLargestFusedTensorBytes;
     bool placed = false;
-    if (d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes) {
+    if (can_fuse) {
       for (size_t g = 0; g < groups.size() && !placed; ++g) {
         const TensorDescription& first = *descriptions[groups[g][0]];
-        if (first.type == CollectiveType::kAllreduce && CanShare(first, d) &&
-            group_bytes[g] + bytes <= threshold_bytes) {
+        if (fusible[g] && CanShare(first, d) && group_bytes[g] + bytes <= threshold_bytes) {
           groups[g].push_back(i);
           group_bytes[g] += bytes;
           placed = true;
@@ -41,6 +43,7 @@ std::vector<std::vector<size_t>> PlanFusion(
     if (!placed) {
       groups.push_back({i});
       group_bytes.push_back(bytes);
+      fusible.push_back(can_fuse);
     }
   }
   return groups;
