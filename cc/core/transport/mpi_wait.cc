@@ -6,14 +6,40 @@
 #include <string>
 #include <thread>
 
+#include "cc/core/transport/polling_budget.h"
+
 namespace tfdist {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The first part of the polling budget spins on MPI_Testall; the rest yields
+// the core between tests.
 constexpr auto kSpinFor = std::chrono::microseconds(50);
-constexpr auto kYieldForTransfer = std::chrono::microseconds(10000);
-constexpr auto kYieldForRendezvous = std::chrono::microseconds(200);
+// Sleeps start short and double: a peer that is nearly there is noticed
+// soon, one that is far away costs few wake-ups.
 constexpr auto kFirstSleep = std::chrono::microseconds(20);
-constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+// The longest sleep while the wait is young: it is also how late a rank may
+// notice the last peer arriving, which in training is on the critical path.
+constexpr auto kMaxSleep = std::chrono::microseconds(250);
+// Waits older than this are for a peer that is far behind (a slow rank, a
+// barrier at the end of an epoch); they sleep up to kMaxLongSleep.
+constexpr auto kLongWait = std::chrono::milliseconds(10);
+constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
+
+PollingBudget& BudgetFor(WaitKind kind) {
+  // Data of a collective every rank has entered moves steadily: polling may
+  // go on for up to 2 ms (a large segment through shared memory). A
+  // negotiation round waits for ranks that may still be computing: poll at
+  // most 200 µs. Per thread, because threads wait for different things: the
+  // background thread's idle rounds wait long for the peers' idle rounds,
+  // while a thread driving eager collectives meets peers doing the same.
+  thread_local PollingBudget transfer(std::chrono::milliseconds(2));
+  thread_local PollingBudget rendezvous(std::chrono::microseconds(200));
+  return kind == WaitKind::kTransfer ? transfer : rendezvous;
+}
+
 }  // namespace
 
 Status MpiError(int code, const char* what) {
@@ -25,24 +51,27 @@ Status MpiError(int code, const char* what) {
 
 Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
                        WaitKind kind) {
-  const auto yield_for =
-      kind == WaitKind::kTransfer ? kYieldForTransfer : kYieldForRendezvous;
-  using Clock = std::chrono::steady_clock;
+  PollingBudget& budget = BudgetFor(kind);
+  const auto poll_for = budget.PollFor();
   const auto start = Clock::now();
-  auto sleep = kFirstSleep;
+  std::chrono::microseconds sleep = kFirstSleep;
   while (true) {
     int done = 0;
     int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return MpiError(rc, what);
-    if (done) return Status::OK();
     const auto waited = Clock::now() - start;
-    if (waited < kSpinFor) continue;
-    if (waited < yield_for) {
+    if (done) {
+      budget.Record(waited);
+      return Status::OK();
+    }
+    if (waited < kSpinFor && waited < poll_for) continue;
+    if (waited < poll_for) {
       sched_yield();
       continue;
     }
     std::this_thread::sleep_for(sleep);
-    if (sleep < kMaxSleep) sleep *= 2;
+    const auto cap = waited < kLongWait ? kMaxSleep : std::chrono::microseconds(kMaxLongSleep);
+    sleep = std::min(2 * sleep, cap);
   }
 }
 

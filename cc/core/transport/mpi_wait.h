@@ -2,14 +2,13 @@
 //
 // MPI_Wait busy-polls: on a 2-core machine that costs TensorFlow's compute
 // threads about a third of their throughput. We poll with MPI_Test for a
-// short spin (a latency-bound message usually lands within microseconds),
-// then poll with sched_yield between tests (for up to 10 ms while data moves,
-// 200 µs while negotiating), then sleep with
-// a growing interval capped at 1 ms. Yielding keeps MPI's progress engine
-// turning while a large message streams through shared memory (both sides
-// must keep testing for its fragments to move), yet gives the core to any
-// TensorFlow thread that wants it; sleeping only starts once the peer is
-// evidently busy elsewhere (a long wait for another rank).
+// budget learned from recent waits of the same kind (polling_budget.h):
+// spinning first, then yielding the core between tests; then we sleep with
+// a growing interval (20 µs doubling to 250 µs, 1 ms once the wait is older
+// than 10 ms). Yielding keeps MPI's progress engine turning while a large
+// message streams through shared memory (both sides must keep testing for
+// its fragments to move), yet gives the core to any TensorFlow thread that
+// wants it; sleeping starts once the peer is evidently busy elsewhere.
 #ifndef TFDIST_CORE_TRANSPORT_MPI_WAIT_H_
 #define TFDIST_CORE_TRANSPORT_MPI_WAIT_H_
 
@@ -19,13 +18,13 @@
 
 namespace tfdist {
 
-// How long a wait keeps yielding before it starts to sleep.
+// Which polling budget a wait learns from and spends.
 enum class WaitKind {
   // Data of a collective that every rank has entered: the peer is there, so
-  // keep the progress engine turning (yield for up to 10 ms).
+  // keep the progress engine turning (polls for up to 2 ms).
   kTransfer,
-  // A negotiation round, which waits for ranks that may still be computing:
-  // yield only briefly (200 µs), then sleep.
+  // A negotiation round, which waits for ranks that may still be computing
+  // (polls for up to 200 µs, and hardly at all once waits are long).
   kRendezvous,
 };
 
