@@ -1,5 +1,7 @@
 #include "cc/core/runtime/runtime.h"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <sstream>
 
@@ -111,6 +113,8 @@ void Runtime::Shutdown() {
 }
 
 void Runtime::Loop() {
+  // A name that `top -H`, /proc/<pid>/task and profilers show.
+  pthread_setname_np(pthread_self(), "tfdist_runtime");
   while (true) {
     const bool round_due = WaitForWork();
     std::lock_guard<std::mutex> round(round_mutex_);
