@@ -44,8 +44,17 @@ def check_broadcast_from_nonzero_root():
               callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank=root)])
     assert_weights(model.get_weights(), roots, "broadcast from root", 0)
 
-    # A model without an Input is built in its first step: the broadcast then
-    # follows the first batch, and the ranks agree from there on.
+    # No batch-end hooks: Keras would fetch the logs after every step.
+    for callback_class in (hvd.callbacks.BroadcastGlobalVariablesCallback,
+                           hvd.callbacks.MetricAverageCallback,
+                           hvd.callbacks.LearningRateScheduleCallback,
+                           hvd.callbacks.LearningRateWarmupCallback):
+        for hook in ("on_batch_end", "on_train_batch_end"):
+            assert getattr(callback_class, hook) is getattr(keras.callbacks.Callback, hook), (
+                callback_class, hook)
+
+    # A model without an Input may be built only in its first step: the
+    # broadcast then precedes the second batch, and the ranks agree from there on.
     unbuilt = keras.Sequential([keras.layers.Dense(3)])
     unbuilt.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.Adam(1e-2)), loss="mse")
     unbuilt.fit(x, y, batch_size=BATCH, verbose=0,
