@@ -7,7 +7,9 @@ from tfdist import ops, runtime
 
 
 def _derived_name(op: tf.Operation, suffix: str):
-    name = op.get_attr("tensor_name")
+    name = op.get_attr("tensor_name")  # bytes
+    if isinstance(name, bytes):
+        name = name.decode()
     return f"{name}/{suffix}" if name else None
 
 

@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfdist import _library
+from tfdist import _library, eager
 from tfdist.config import ALGORITHMS
 
 
@@ -113,6 +113,10 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     """
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
+    if algorithm is None:  # the common case; others are checked below
+        output = eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
+        if output is not None:
+            return output
     _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
         tensor, algorithm=_algorithm_attr(algorithm), name=_node_name(name),

@@ -1,5 +1,6 @@
 // The small C API the Python package calls through ctypes to start, stop and
-// query the runtime. Everything that moves tensors goes through TF ops.
+// query the runtime. Tensors move through TF ops, or, for small eager
+// allreduces, through eager_api.cc.
 #include <mpi.h>
 
 #include <cstdint>
@@ -7,19 +8,8 @@
 #include <string>
 
 #include "cc/core/runtime/config.h"
+#include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
-
-namespace {
-
-int Fail(const tfdist::Status& status, char* error, int error_length) {
-  if (error != nullptr && error_length > 0) {
-    std::strncpy(error, status.message().c_str(), error_length - 1);
-    error[error_length - 1] = '\0';
-  }
-  return static_cast<int>(status.code());
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -31,14 +21,14 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   if (tfdist::CurrentRuntime().runtime) return 0;
   tfdist::RuntimeConfig config;
   tfdist::Status status = tfdist::RuntimeConfig::Parse(config_text, &config);
-  if (!status.ok()) return Fail(status, error, error_length);
+  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
   tfdist::RuntimeHandle handle;
   status = tfdist::DiscoverTopology(comm, &handle.topology);
-  if (!status.ok()) return Fail(status, error, error_length);
+  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   std::unique_ptr<tfdist::Runtime> runtime;
   status = tfdist::Runtime::Create(comm, config, &runtime);
-  if (!status.ok()) return Fail(status, error, error_length);
+  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   handle.runtime = std::move(runtime);
   tfdist::SetCurrentRuntime(std::move(handle));
   return 0;

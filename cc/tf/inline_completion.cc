@@ -4,6 +4,27 @@
 
 namespace tfdist {
 
+namespace {
+// How long an eager op polls for its result on the calling thread before it
+// lets the runtime's thread finish it: long enough for a small collective,
+// short enough that a large one loses nothing worth mentioning.
+constexpr std::chrono::microseconds kEagerInlineWait{200};
+}  // namespace
+
+void RunEagerRequest(Runtime& runtime, Request request, InlineCompletion::Finish finish) {
+  auto completion = std::make_shared<InlineCompletion>(finish);
+  request.done = completion->RuntimeCallback();
+  Status enqueued = runtime.Enqueue(std::move(request), /*wake_background=*/false);
+  if (!enqueued.ok()) {
+    finish(enqueued);
+    return;
+  }
+  if (!completion->WaitBriefly(kEagerInlineWait,
+                               [&runtime] { return runtime.TryRunRoundInline(); })) {
+    runtime.WakeBackground();
+  }
+}
+
 void InlineCompletion::Deliver(const Status& status) {
   status_ = status;
   int expected = kPending;

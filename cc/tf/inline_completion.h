@@ -17,6 +17,8 @@
 #include <functional>
 #include <memory>
 
+#include "cc/core/runtime/request.h"
+#include "cc/core/runtime/runtime.h"
 #include "cc/core/status.h"
 
 namespace tfdist {
@@ -49,6 +51,11 @@ class InlineCompletion : public std::enable_shared_from_this<InlineCompletion> {
   Status status_;
   std::atomic<int> state_{kPending};
 };
+
+// Enqueues an eager collective and drives the runtime on this thread for a
+// short while (InlineCompletion); `finish` runs exactly once, here or on the
+// runtime's thread. Used by the eager kernels and the eager fast path.
+void RunEagerRequest(Runtime& runtime, Request request, InlineCompletion::Finish finish);
 
 }  // namespace tfdist
 

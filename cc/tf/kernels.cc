@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "cc/tf/eager_names.h"
 #include "cc/tf/inline_completion.h"
 #include "cc/tf/runtime_handle.h"
 
@@ -21,8 +22,6 @@ namespace tfdist {
 namespace tf = ::tensorflow;
 
 namespace {
-
-constexpr int kAverage = 4;  // reduce_op attribute value beyond ReduceOp's
 
 absl::Status ToTfStatus(const Status& s) {
   switch (s.code()) {
@@ -85,13 +84,6 @@ OutputAllocator AllocateOutput(tf::OpKernelContext* ctx, int index) {
   };
 }
 
-std::atomic<uint64_t> eager_sequence{0};
-
-// How long an eager op polls for its result on the calling thread before it
-// lets the runtime's thread finish it: long enough for a small collective,
-// short enough that a large one loses nothing worth mentioning.
-constexpr std::chrono::microseconds kEagerInlineWait{200};
-
 // What every collective kernel does: find the runtime, name the tensor,
 // describe it (subclass), enqueue, and complete the op when the runtime says.
 class CollectiveKernel : public tf::AsyncOpKernel {
@@ -122,18 +114,7 @@ class CollectiveKernel : public tf::AsyncOpKernel {
       if (!enqueued.ok()) finish(enqueued);
       return;
     }
-    auto completion = std::make_shared<InlineCompletion>(finish);
-    request.done = completion->RuntimeCallback();
-    Runtime* runtime = handle.runtime.get();
-    Status enqueued = runtime->Enqueue(std::move(request), /*wake_background=*/false);
-    if (!enqueued.ok()) {
-      finish(enqueued);
-      return;
-    }
-    if (!completion->WaitBriefly(kEagerInlineWait,
-                                 [runtime] { return runtime->TryRunRoundInline(); })) {
-      runtime->WakeBackground();
-    }
+    RunEagerRequest(*handle.runtime, std::move(request), std::move(finish));
   }
 
  protected:
@@ -144,7 +125,7 @@ class CollectiveKernel : public tf::AsyncOpKernel {
  private:
   std::string TensorName() const {
     if (!tensor_name_.empty()) return tensor_name_;
-    if (eager_) return type_string() + ".eager." + std::to_string(eager_sequence++);
+    if (eager_) return NextEagerName(type_string());
     return name();
   }
 
@@ -179,16 +160,12 @@ struct ReductionAttrs {
     TF_RETURN_IF_ERROR(c->GetAttr("reduce_op", &reduce_op));
     TF_RETURN_IF_ERROR(ParseScale(c, "prescale_factor", &prescale));
     TF_RETURN_IF_ERROR(ParseScale(c, "postscale_factor", &postscale));
-    if (reduce_op < 0 || reduce_op > kAverage) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown reduce_op ", reduce_op));
-    }
-    return absl::OkStatus();
+    TensorDescription probe;
+    return ToTfStatus(DescribeReduction(reduce_op, prescale, postscale, 1, &probe));
   }
 
-  void Apply(const Topology& topology, TensorDescription* d) const {
-    d->op = reduce_op == kAverage ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op);
-    d->prescale = prescale;
-    d->postscale = reduce_op == kAverage ? postscale / topology.size : postscale;
+  Status Apply(const Topology& topology, TensorDescription* d) const {
+    return DescribeReduction(reduce_op, prescale, postscale, topology.size, d);
   }
 };
 
@@ -212,7 +189,7 @@ struct AllreduceAttrs {
     const tf::Tensor& input = ctx->input(index);
     TensorDescription& d = r->description;
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
-    reduction.Apply(topology, &d);
+    TFDIST_RETURN_IF_ERROR(reduction.Apply(topology, &d));
     d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
     tf::Tensor* output = nullptr;
     absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
@@ -261,8 +238,7 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
                       done);
     std::string base = tensor_name_;
     if (base.empty()) {
-      base = eager_ ? type_string() + ".eager." + std::to_string(eager_sequence++)
-                             : name();
+      base = eager_ ? NextEagerName(type_string()) : name();
     }
     // The last request to finish completes the op with the first error seen.
     struct Pending {
@@ -408,7 +384,7 @@ class ReducescatterKernel : public CollectiveKernel {
     TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "reducescatter"));
     TFDIST_RETURN_IF_ERROR(
         DescribeInput(input, CollectiveType::kReducescatter, &r->description));
-    attrs_.Apply(topology, &r->description);
+    TFDIST_RETURN_IF_ERROR(attrs_.Apply(topology, &r->description));
     r->input = Base(input);
     r->allocate_output = AllocateOutput(ctx, 0);
     return Status::OK();

@@ -192,6 +192,59 @@ def check_topology(rank, size):
     assert tfdist.size() == size
 
 
+def check_eager_fast_path(rank, size):
+    """Small eager allreduces skip the op; everything else takes it; results agree."""
+    from tfdist import eager
+    entry_point = eager._entry_point()
+    calls = []
+
+    def counting(*args):
+        calls.append(args[0])
+        return entry_point(*args)
+
+    eager._entry_point = lambda: counting
+    try:
+        x = tf.constant(contribution(rank, (3,), tfdist.Sum), tf.float32)
+        first = tfdist.allreduce(x, op=tfdist.Sum, name="fast.first")
+        second = tfdist.allreduce(2 * x, op=tfdist.Sum, name="fast.second")
+        third = tfdist.allreduce(x, op=tfdist.Average)  # unnamed: the shared sequence
+        assert len(calls) == 3, calls
+        expected = reference(size, (3,), tf.float32, tfdist.Sum)
+        # Each result owns its memory: later calls do not overwrite it.
+        np.testing.assert_array_equal(first.numpy(), expected)
+        np.testing.assert_array_equal(second.numpy(), 2 * expected)
+        np.testing.assert_allclose(third.numpy(), expected / size, rtol=1e-6)
+        assert first.device.endswith("CPU:0") and first.dtype == tf.float32
+
+        # The op is used where it matters: a tape that may record, a traced
+        # function, a forced algorithm, a tensor over the size limit.
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tfdist.allreduce(x, op=tfdist.Sum, name="fast.taped")
+        # The gradient is an allreduce named after the forward one, run eagerly.
+        np.testing.assert_array_equal(tape.gradient(y, x).numpy(), np.full(3, size, np.float32))
+        assert calls[-1] == b"fast.taped/grad", calls
+        tf.function(lambda: tfdist.allreduce(x, op=tfdist.Sum, name="fast.traced"))()
+        tfdist.allreduce(x, op=tfdist.Sum, name="fast.forced", algorithm="ring")
+        count = eager.FAST_PATH_MAX_BYTES // 4 + 1
+        big = tf.fill([count], float(rank + 1))
+        total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
+        np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
+        assert len(calls) == 4, calls
+
+        # Errors come back as the op's errors.
+        try:
+            tfdist.allreduce(tf.ones([rank + 1]), name="fast.mismatch")
+        except tf.errors.FailedPreconditionError as error:
+            assert "fast.mismatch" in str(error), error
+        else:
+            assert size == 1, "a shape mismatch did not fail"
+        assert len(calls) == 5, calls
+    finally:
+        eager._entry_point = lambda: entry_point
+    print(f"rank {rank}: eager fast path OK", flush=True)
+
+
 def main():
     from mpi4py import MPI
     rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
@@ -210,6 +263,7 @@ def main():
     check_broadcast(rank, size)
     check_gradients(rank, size)
     check_tf_function(rank, size)
+    check_eager_fast_path(rank, size)
     stats = tfdist.stats()
     for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi"):
         assert size == 1 or stats["algorithm_calls"][name] > 0, stats

@@ -26,6 +26,18 @@ int64_t TensorDescription::row_elements() const {
   return n;
 }
 
+Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
+                         int size, TensorDescription* d) {
+  if (reduce_op_code < 0 || reduce_op_code > kAverageCode) {
+    return Status::InvalidArgument("unknown reduce_op " + std::to_string(reduce_op_code));
+  }
+  const bool average = reduce_op_code == kAverageCode;
+  d->op = average ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_code);
+  d->prescale = prescale;
+  d->postscale = average ? postscale / size : postscale;
+  return Status::OK();
+}
+
 std::string TensorDescription::ShapeString() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

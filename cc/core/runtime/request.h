@@ -45,6 +45,15 @@ struct TensorDescription {
   std::string ShapeString() const;
 };
 
+// The reduce_op code of the Python API and the ops: ReduceOp's values plus
+// Average, which is Sum with a postscale of 1/size.
+constexpr int kAverageCode = 4;
+
+// Sets d's op and scale factors from the API's reduce_op code (InvalidArgument
+// for an unknown code).
+Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
+                         int size, TensorDescription* d);
+
 // Allocates the output once its shape is known (allgather, alltoall and
 // reducescatter learn it only after negotiation). Called on the runtime's
 // thread; returns the buffer through `data`.

@@ -1,0 +1,83 @@
+// The eager fast path: an allreduce of a small CPU tensor handed over by the
+// Python package as raw buffers, through ctypes, without a TensorFlow op.
+//
+// TensorFlow's eager dispatch of a custom op costs 12-16 µs on this class of
+// machine, several times the collective itself for a small tensor (MPI's
+// own allreduce of 4 bytes takes 2 µs). The request is the same one the
+// TfdistAllreduce kernel would make, driven the same way (RunEagerRequest),
+// with the same names, validation and errors; only the op dispatch is gone.
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "cc/core/runtime/request.h"
+#include "cc/tf/c_api_status.h"
+#include "cc/tf/eager_names.h"
+#include "cc/tf/inline_completion.h"
+#include "cc/tf/runtime_handle.h"
+
+namespace tfdist {
+namespace {
+
+// Must match the op's type: unnamed calls share its name sequence.
+constexpr char kAllreduceOpType[] = "TfdistAllreduce";
+
+Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape, int ndims,
+                              int reduce_op, double prescale, double postscale,
+                              int algorithm, const Topology& topology, Request* r) {
+  if (dtype < 0 || dtype >= static_cast<int>(DataType::kBool)) {
+    return Status::InvalidArgument("tfdist.allreduce: unsupported dtype code " +
+                                   std::to_string(dtype));
+  }
+  if (algorithm < 0 || algorithm > static_cast<int>(AllreduceAlgorithm::kMpi)) {
+    return Status::InvalidArgument("unknown allreduce algorithm " + std::to_string(algorithm));
+  }
+  if (ndims < 0) return Status::InvalidArgument("negative rank");
+  TensorDescription& d = r->description;
+  d.type = CollectiveType::kAllreduce;
+  d.dtype = static_cast<DataType>(dtype);
+  d.shape.assign(shape, shape + ndims);
+  d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
+  TFDIST_RETURN_IF_ERROR(DescribeReduction(reduce_op, prescale, postscale, topology.size, &d));
+  r->name = (name != nullptr && name[0] != '\0') ? std::string(name)
+                                                 : NextEagerName(kAllreduceOpType);
+  return Status::OK();
+}
+
+}  // namespace
+}  // namespace tfdist
+
+extern "C" {
+
+// Allreduces `input` (dtype: a DataType code; shape[0..ndims)) into `output`
+// (same size, may not overlap `input`) and returns when done: 0, or a
+// StatusCode with the message in `error`. `name` empty: the next eager name.
+// `reduce_op` and `algorithm` are the op attributes' codes.
+int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, int ndims,
+                           const void* input, void* output, int reduce_op, double prescale,
+                           double postscale, int algorithm, char* error, int error_length) {
+  tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
+  if (!handle.runtime) {
+    return tfdist::ReportStatus(
+        tfdist::Status::FailedPrecondition("tfdist is not initialized: call tfdist.init() "
+                                           "before using tfdist collectives (allreduce)"),
+        error, error_length);
+  }
+  tfdist::Request request;
+  tfdist::Status status =
+      tfdist::DescribeEagerAllreduce(name, dtype, shape, ndims, reduce_op, prescale, postscale,
+                                     algorithm, handle.topology, &request);
+  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
+  request.input = input;
+  request.output = output;
+  // Shared: the runtime's thread may deliver the result after this thread
+  // stopped polling (it then blocks in get()).
+  auto result = std::make_shared<std::promise<tfdist::Status>>();
+  std::future<tfdist::Status> done = result->get_future();
+  tfdist::RunEagerRequest(*handle.runtime, std::move(request),
+                          [result](const tfdist::Status& s) { result->set_value(s); });
+  return tfdist::ReportStatus(done.get(), error, error_length);
+}
+
+}  // extern "C"

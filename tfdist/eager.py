@@ -1,0 +1,115 @@
+"""The eager fast path of ``allreduce``: small CPU tensors skip TensorFlow's op dispatch.
+
+An eager call of a custom op costs 12-16 µs of TensorFlow dispatch on a
+small machine, several times what the collective itself takes for a small
+tensor (MPI's allreduce of 4 bytes: about 2 µs). When nothing can need the
+op, ``allreduce`` hands the tensor's buffer straight to the runtime through
+the library's C API (``cc/tf/eager_api.cc``): the same request, names,
+validation and errors as the op, without the dispatch.
+
+The op is still used whenever it may matter: inside ``tf.function``, while a
+gradient tape could record the call, for tensors on other devices, and for
+tensors over ``FAST_PATH_MAX_BYTES`` (whose result the op writes in place,
+where the fast path would copy it once more).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tfdist import _library
+
+try:  # TensorFlow internals; without them every call takes the op.
+    from tensorflow.python.eager.record import could_possibly_record as _tape_may_record
+    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+except ImportError:  # pragma: no cover - depends on the TensorFlow version
+    _EagerTensor = None
+
+#: Largest tensor, in bytes, that takes the fast path.
+FAST_PATH_MAX_BYTES = 64 * 1024
+
+# tf dtype enum -> the core's DataType code (cc/core/data_type.h).
+_CORE_DTYPE = {dtype.as_datatype_enum: code for code, dtype in enumerate(
+    (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32, tf.float64))}
+
+# StatusCode (cc/core/status.h) -> the error the op would raise.
+_ERRORS = {1: tf.errors.InvalidArgumentError, 2: tf.errors.FailedPreconditionError,
+           3: tf.errors.InternalError, 4: tf.errors.AbortedError}
+
+_ERROR_BYTES = 4096
+_per_thread = threading.local()
+
+
+def _error_buffer() -> ctypes.Array:
+    buffer = getattr(_per_thread, "error", None)
+    if buffer is None:
+        buffer = _per_thread.error = ctypes.create_string_buffer(_ERROR_BYTES)
+    return buffer
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_point():
+    lib = _library.control()
+    function = lib.tfdist_eager_allreduce
+    function.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                         ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape_array(shape: tuple) -> ctypes.Array:
+    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded(name: Optional[str]) -> bytes:
+    return (name or "").encode()
+
+
+def _eligible(tensor) -> bool:
+    # An EagerTensor can also reach a function being traced (a captured
+    # constant): only a call that runs now may bypass the op.
+    return (_EagerTensor is not None and isinstance(tensor, _EagerTensor)
+            and tf.executing_eagerly() and not _tape_may_record()
+            and tensor.dtype.as_datatype_enum in _CORE_DTYPE
+            and tensor.device.endswith("CPU:0"))
+
+
+# The reduce_op codes (ReduceOp's values; IntEnum members hash as their ints).
+_REDUCE_CODES = frozenset(range(5))
+
+
+def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
+              postscale: float) -> Optional[tf.Tensor]:
+    """The allreduce done without the op, or None when the op must be used.
+
+    Anything unusual (an unknown ``op``, a dtype the op rejects) returns None,
+    so that the op's path reports it.
+    """
+    if op not in _REDUCE_CODES or not _eligible(tensor):
+        return None
+    source = tensor._numpy()  # the tensor's own buffer, not a copy
+    if source.nbytes > FAST_PATH_MAX_BYTES:
+        return None
+    # A new array every call: the tensor made from it may share its memory.
+    result = np.empty_like(source)
+    error = _error_buffer()
+    code = _entry_point()(_encoded(name), _CORE_DTYPE[tensor.dtype.as_datatype_enum],
+                          _shape_array(source.shape), source.ndim, _address(source),
+                          _address(result), int(op), float(prescale), float(postscale), 0, error,
+                          _ERROR_BYTES)
+    if code != 0:
+        raise _ERRORS.get(code, tf.errors.UnknownError)(None, None, error.value.decode())
+    return _EagerTensor(result, tensor.device, tensor.dtype.as_datatype_enum)
