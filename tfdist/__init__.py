@@ -14,7 +14,8 @@ from tfdist.ops import (Average, Max, Min, Product, ReduceOp, Sum, allgather, al
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
                             cross_size, init, is_initialized, link_cost, local_rank,
                             local_size, rank, shutdown, size, stats)
-from tfdist.gradient_tape import Compression, DistributedGradientTape  # noqa: F401
+from tfdist.gradient_tape import (Compression, DistributedGradientTape,  # noqa: F401
+                                  default_num_groups)
 
 __version__ = "0.1.0"
 
@@ -22,7 +23,7 @@ __all__ = [
     "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError", "Product",
     "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allgather_object",
     "allreduce", "alltoall", "barrier", "broadcast", "broadcast_object", "broadcast_variables",
-    "cross_rank", "cross_size", "grouped_allreduce",
+    "cross_rank", "cross_size", "default_num_groups", "grouped_allreduce",
     "init", "is_initialized", "join", "link_cost", "local_rank", "local_rank_op", "local_size",
     "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
     "stats",

@@ -90,8 +90,10 @@ def check_options():
         assert int(model.optimizer.iterations.numpy()) == 2
 
     expected = reference_sgd(size, STEPS, LR, MOMENTUM)
+    # No GPU here, so the default submits one group; 0 is one allreduce per gradient.
+    assert hvd.default_num_groups() == 1
     for kwargs in ({"gradient_predivide_factor": float(size)}, {"num_groups": 2},
-                   {"compression": hvd.Compression.fp16}):
+                   {"num_groups": 0}, {"compression": hvd.Compression.fp16}):
         model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM),
                                              **kwargs))
         tolerance = 3e-3 if "compression" in kwargs else 2e-5

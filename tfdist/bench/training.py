@@ -333,8 +333,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--cnn-steps", type=int, default=40, help="timed steps per round")
     parser.add_argument("--mlp-steps", type=int, default=200, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--num-groups", default="0",
-                        help="DistributedOptimizer num_groups; a comma list measures each")
+    parser.add_argument("--num-groups", default="0,1",
+                        help="DistributedOptimizer num_groups; a comma list measures each "
+                             "(the default, None, is 1 on CPUs and 0 with GPUs)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op and inter-op threads per rank")
     parser.add_argument("--json", default=None, help="merge the results into this file")

@@ -33,7 +33,7 @@ _SETTING_DEFAULTS: Dict[str, Any] = {
     "average_aggregated_gradients": False,
     "sparse_as_dense": False,
     "gradient_predivide_factor": 1.0,
-    "num_groups": 0,
+    "num_groups": None,
 }
 
 
@@ -47,7 +47,7 @@ class DistributedSettings:
     average_aggregated_gradients: bool = False
     sparse_as_dense: bool = False
     gradient_predivide_factor: float = 1.0
-    num_groups: int = 0
+    num_groups: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.backward_passes_per_step < 1:
@@ -56,8 +56,8 @@ class DistributedSettings:
             raise ValueError(f"gradients can be averaged or summed, not reduced with {self.op!r}")
         if self.gradient_predivide_factor != 1.0 and self.op != ops.Average:
             raise ValueError("gradient_predivide_factor only applies with op=Average")
-        if self.num_groups < 0:
-            raise ValueError("num_groups must be >= 0")
+        if self.num_groups is not None and self.num_groups < 0:
+            raise ValueError("num_groups must be >= 0 (or None for the default)")
 
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "DistributedSettings":
@@ -73,7 +73,7 @@ class DistributedSettings:
             average_aggregated_gradients=bool(values["average_aggregated_gradients"]),
             sparse_as_dense=bool(values["sparse_as_dense"]),
             gradient_predivide_factor=float(values["gradient_predivide_factor"]),
-            num_groups=int(values["num_groups"]))
+            num_groups=None if values["num_groups"] is None else int(values["num_groups"]))
 
     def to_config(self) -> Dict[str, Any]:
         """JSON-serialisable form, merged into the optimizer's ``get_config()``."""
@@ -248,7 +248,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
                          average_aggregated_gradients: bool = False,
                          sparse_as_dense: bool = False,
                          gradient_predivide_factor: float = 1.0,
-                         num_groups: int = 0) -> keras.optimizers.Optimizer:
+                         num_groups: Optional[int] = None) -> keras.optimizers.Optimizer:
     """Returns ``optimizer`` made data-parallel: gradients are averaged across ranks before use.
 
     The result is an instance of the optimizer's own class, configured like
@@ -271,7 +271,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
       gradient_predivide_factor: divide by f before summing and by size/f
         after, instead of by size after.
       num_groups: submit the gradients as this many grouped allreduces (0:
-        one by one).
+        one by one; None: ``tfdist.default_num_groups()``, 1 on CPUs, 0 with
+        GPUs).
     """
     if isinstance(optimizer, DistributedOptimizerMixin):
         raise ValueError("the optimizer is already a DistributedOptimizer")
