@@ -1,4 +1,4 @@
-// PollingBudget: poll through short waits, stop polling once waits are long.
+// PollingBudget: poll while waits are mostly short, stop once they are long.
 #include <chrono>
 
 #include "cc/core/transport/polling_budget.h"
@@ -10,34 +10,37 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-TFDIST_TEST(PollingBudgetFollowsShortWaits) {
+TFDIST_TEST(PollingBudgetPollsToTheLimitForShortWaits) {
   PollingBudget budget(microseconds(200));
-  CHECK(budget.PollFor() >= PollingBudget::kMinimum);
+  CHECK(budget.PollFor(false) == microseconds(200));
   for (int i = 0; i < 50; ++i) budget.Record(microseconds(40));
-  // Several times the typical wait, within the maximum.
-  CHECK(budget.PollFor() >= microseconds(80));
-  CHECK(budget.PollFor() <= microseconds(200));
+  CHECK(budget.PollFor(false) == microseconds(200));
 }
 
 TFDIST_TEST(PollingBudgetStopsPollingForLongWaits) {
   PollingBudget budget(microseconds(200));
-  for (int i = 0; i < 50; ++i) budget.Record(milliseconds(3));
-  CHECK(budget.PollFor() == PollingBudget::kMinimum);
-  // A single short wait does not switch polling back on ...
-  budget.Record(microseconds(5));
-  CHECK(budget.PollFor() == PollingBudget::kMinimum);
-  // ... a run of them does.
-  for (int i = 0; i < 50; ++i) budget.Record(microseconds(5));
-  CHECK(budget.PollFor() > PollingBudget::kMinimum);
-  CHECK(budget.PollFor() <= microseconds(60));
+  for (int i = 0; i < 5; ++i) budget.Record(milliseconds(3));
+  CHECK(budget.PollFor(false) == PollingBudget::kMinimum);
+  // Oversubscribed cores: always poll (yielding) to the limit.
+  CHECK(budget.PollFor(true) == microseconds(200));
+  // Training: one short wait after each long one keeps polling off ...
+  for (int i = 0; i < 20; ++i) {
+    budget.Record(milliseconds(2));
+    budget.Record(microseconds(5));
+  }
+  CHECK(budget.PollFor(false) == PollingBudget::kMinimum);
+  // ... a run of short waits turns it back on.
+  for (int i = 0; i < 8; ++i) budget.Record(microseconds(5));
+  CHECK(budget.PollFor(false) == microseconds(200));
 }
 
-TFDIST_TEST(PollingBudgetForgetsAnOutlier) {
+TFDIST_TEST(PollingBudgetShrugsOffARareLongWait) {
   PollingBudget budget(microseconds(200));
-  for (int i = 0; i < 50; ++i) budget.Record(microseconds(20));
-  budget.Record(std::chrono::seconds(30));  // clipped
-  for (int i = 0; i < 20; ++i) budget.Record(microseconds(20));
-  CHECK(budget.PollFor() > PollingBudget::kMinimum);
+  for (int i = 0; i < 50; ++i) {
+    budget.Record(microseconds(20));
+    if (i % 10 == 0) budget.Record(std::chrono::seconds(1));
+  }
+  CHECK(budget.PollFor(false) == microseconds(200));
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "cc/core/runtime/config.h"
+#include "cc/core/transport/mpi_wait.h"
 #include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
 
@@ -26,6 +28,11 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   tfdist::RuntimeHandle handle;
   status = tfdist::DiscoverTopology(comm, &handle.topology);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
+  // More ranks on this node than cores (mpirun --oversubscribe): waiting
+  // ranks must yield their core to the peers they wait for.
+  const unsigned cores = std::thread::hardware_concurrency();
+  tfdist::SetCoresOversubscribed(cores > 0 &&
+                                 static_cast<unsigned>(handle.topology.local_size) > cores);
   std::unique_ptr<tfdist::Runtime> runtime;
   status = tfdist::Runtime::Create(comm, config, &runtime);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);

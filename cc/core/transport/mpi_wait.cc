@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -28,6 +29,8 @@ constexpr auto kMaxSleep = std::chrono::microseconds(250);
 constexpr auto kLongWait = std::chrono::milliseconds(10);
 constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
 
+std::atomic<bool> cores_oversubscribed{false};
+
 PollingBudget& BudgetFor(WaitKind kind) {
   // Data of a collective every rank has entered moves steadily: polling may
   // go on for up to 2 ms (a large segment through shared memory). A
@@ -42,6 +45,10 @@ PollingBudget& BudgetFor(WaitKind kind) {
 
 }  // namespace
 
+void SetCoresOversubscribed(bool oversubscribed) {
+  cores_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
+}
+
 Status MpiError(int code, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -52,7 +59,8 @@ Status MpiError(int code, const char* what) {
 Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
                        WaitKind kind) {
   PollingBudget& budget = BudgetFor(kind);
-  const auto poll_for = budget.PollFor();
+  const auto poll_for =
+      budget.PollFor(cores_oversubscribed.load(std::memory_order_relaxed));
   const auto start = Clock::now();
   std::chrono::microseconds sleep = kFirstSleep;
   while (true) {

@@ -33,6 +33,11 @@ enum class WaitKind {
 Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
                        WaitKind kind = WaitKind::kTransfer);
 
+// Whether this node runs more ranks than it has cores (set by the runtime at
+// start-up). Waits then keep polling with sched_yield, which hands the core
+// to the peer they wait for, instead of sleeping (polling_budget.h).
+void SetCoresOversubscribed(bool oversubscribed);
+
 // The error text MPI gives for `code`, prefixed with `what`.
 Status MpiError(int code, const char* what);
 

@@ -1,22 +1,27 @@
 // How long a wait for another rank should poll before it goes to sleep,
-// learned from how long recent waits of the same kind took.
+// learned from how recent waits of the same kind went.
 //
 // Polling answers within a microsecond but burns the core; sleeping is free
 // but answers 50-100 µs late. Which is right depends on the workload: in a
-// tight loop of small eager collectives the peer answers within tens of
-// microseconds, so polling through that time halves the latency; in
-// training, a rank that reaches a collective first usually waits
-// milliseconds for the others, and polling all that time takes the core
-// from TensorFlow (on 2 cores, MPI's busy wait cost Horovod a third of its
-// throughput). So the budget follows a running estimate of the typical wait:
-// poll for about four times that while it is short, and only briefly once waits
-// are typically longer than polling could ever pay for.
+// tight loop of eager collectives, or inside a collective every rank has
+// entered, the peer answers within the polling limit, and sleeping would
+// double the latency; in training, a rank that reaches a negotiation round
+// first usually waits milliseconds for the others, and polling all that
+// time takes the core from TensorFlow (on 2 cores, MPI's busy wait cost
+// Horovod a third of its throughput). So a wait polls up to the limit while
+// most recent waits (over 4 in 5) ended within it, and only briefly
+// otherwise. A score, not an average: wait times are heavy-tailed, and one
+// wait of milliseconds must not switch polling off for waits of microseconds.
+//
+// When the cores are oversubscribed (more ranks on the node than cores), a
+// wait always polls to the limit, yielding: a sleeping rank must wait for
+// the scheduler to wake it, while yielding hands the core straight to the
+// peer that it is waiting for.
 #ifndef TFDIST_CORE_TRANSPORT_POLLING_BUDGET_H_
 #define TFDIST_CORE_TRANSPORT_POLLING_BUDGET_H_
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 
 namespace tfdist {
 
@@ -24,26 +29,28 @@ class PollingBudget {
  public:
   using Duration = std::chrono::nanoseconds;
 
-  // Polling never stops sooner than this: a peer that is already there
-  // answers within it.
+  // What a wait polls when recent waits were mostly long: a peer that is
+  // already there answers within it.
   static constexpr Duration kMinimum = std::chrono::microseconds(20);
 
-  // `maximum`: the longest a wait may poll, for waits that are typically
-  // shorter than that.
-  explicit PollingBudget(Duration maximum);
+  // `limit`: the longest a wait polls.
+  explicit PollingBudget(Duration limit);
 
   // How long the next wait should poll before sleeping.
-  Duration PollFor() const;
+  Duration PollFor(bool oversubscribed) const;
 
   // Reports how long a finished wait took. Safe from several threads.
   void Record(Duration waited);
 
-  // The running estimate PollFor is based on (for tests and logs).
-  Duration typical() const { return Duration(typical_ns_.load(std::memory_order_relaxed)); }
-
  private:
-  const Duration maximum_;
-  std::atomic<int64_t> typical_ns_;
+  static constexpr int kMaxScore = 16;
+  static constexpr int kPollAtScore = 8;
+  // A long wait costs this many short ones: polling continues only while
+  // over 4 in 5 waits are short.
+  static constexpr int kLongWaitPenalty = 4;
+
+  const Duration limit_;
+  std::atomic<int> score_{kMaxScore};
 };
 
 }  // namespace tfdist
