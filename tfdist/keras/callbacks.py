@@ -52,9 +52,10 @@ def _build_optimizer(model: keras.Model) -> None:
 class BroadcastGlobalVariablesCallback(TfdistCallback):
     """Copies ``root_rank``'s model and optimizer variables to every rank when training starts.
 
-    If the model is not built when training starts, the copy happens before
-    the second batch instead (Horovod copies after the first); from then on
-    all ranks hold the same state either way.
+    If the model is not built when training starts (a Sequential without an
+    Input is built in its first step), the copy happens before the second
+    batch instead, as Horovod's after the first; from then on all ranks hold
+    the same state either way.
 
     It has no batch-end hook on purpose: one would make Keras fetch the logs
     to Python after every step and stop it from dispatching steps ahead,
