@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tfdist import _library, eager
+from tfdist import _eager, _library
 from tfdist.config import ALGORITHMS
 
 
@@ -114,7 +114,7 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     if algorithm is None:  # the common case; others are checked below
-        output = eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
+        output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
         if output is not None:
             return output
     _check_reducible(tensor, "allreduce")
