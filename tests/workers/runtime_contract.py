@@ -332,6 +332,18 @@ def check_cache_eviction(rank, size):
         for o in out:
             np.testing.assert_allclose(o.numpy(), np.full(3, round_ + size - 1))
     check_cache(rank, size)
+    # Unnamed eager ops' names never recur: they stay out of the cache, and a
+    # cached tensor survives any number of them.
+    keep = tf.fill([5], float(rank))
+    for _ in range(2):
+        tfdist.allreduce(keep, op=tfdist.Sum, name="keep")
+    for i in range(12):
+        tfdist.allreduce(tf.constant([float(i)]), op=tfdist.Sum)
+    before_full = full_rounds()
+    for _ in range(5):
+        y = tfdist.allreduce(keep, op=tfdist.Sum, name="keep")
+    np.testing.assert_allclose(y.numpy(), np.full(5, size * (size - 1) / 2))
+    assert full_rounds() == before_full, "unnamed eager ops evicted a cached tensor"
     ok("cache_eviction")
 
 

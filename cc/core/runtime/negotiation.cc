@@ -174,7 +174,7 @@ void Negotiator::ForgetSlot(int index) {
 }
 
 void Negotiator::RememberInCache(const ReadyTensor& tensor) {
-  if (cache_capacity_ == 0) return;
+  if (cache_capacity_ == 0 || IsSequenceName(tensor.name)) return;
   int index = -1;
   for (size_t i = 0; i < cache_.size(); ++i) {
     if (!cache_[i].in_use) {

@@ -14,8 +14,9 @@
 // announces it by setting that slot's bit; one bitwise-AND allreduce of the
 // bit vectors says which cached tensors are ready everywhere, and the full
 // allgather runs only in rounds where some rank has something new to say.
-// The cache holds cache_capacity tensors and evicts the least recently used
-// (one-off names, such as unnamed eager ops, would otherwise fill it for good).
+// The cache holds cache_capacity tensors and evicts the least recently used.
+// Unnamed eager ops' sequence names (IsSequenceName) never recur and are not
+// cached at all.
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 #define TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 

@@ -26,6 +26,25 @@ int64_t TensorDescription::row_elements() const {
   return n;
 }
 
+namespace {
+constexpr char kSequenceMarker[] = ".eager.";
+}  // namespace
+
+std::string SequenceName(const std::string& prefix, uint64_t n) {
+  return prefix + kSequenceMarker + std::to_string(n);
+}
+
+bool IsSequenceName(const std::string& name) {
+  const size_t marker = name.rfind(kSequenceMarker);
+  if (marker == std::string::npos) return false;
+  const size_t digits = marker + sizeof(kSequenceMarker) - 1;
+  if (digits == name.size()) return false;
+  for (size_t i = digits; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  return true;
+}
+
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
                          int size, TensorDescription* d) {
   if (reduce_op_code < 0 || reduce_op_code > kAverageCode) {

@@ -45,6 +45,13 @@ struct TensorDescription {
   std::string ShapeString() const;
 };
 
+// Names of unnamed eager collectives: "<prefix>.eager.<n>", n from a
+// per-process sequence. Such a name never recurs, so negotiation does not
+// keep it in the response cache (where it would only evict tensors that do
+// recur). Decided from the name alone, so every rank decides alike.
+std::string SequenceName(const std::string& prefix, uint64_t n);
+bool IsSequenceName(const std::string& name);
+
 // The reduce_op code of the Python API and the ops: ReduceOp's values plus
 // Average, which is Sum with a postscale of 1/size.
 constexpr int kAverageCode = 4;
