@@ -27,6 +27,8 @@ from tfdist import _library
 try:  # TensorFlow internals; without them every call takes the op.
     from tensorflow.python.eager.record import could_possibly_record as _tape_may_record
     from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+    if not all(hasattr(_EagerTensor, m) for m in ("_numpy", "_datatype_enum", "device")):
+        _EagerTensor = None
 except ImportError:  # pragma: no cover - depends on the TensorFlow version
     _EagerTensor = None
 
@@ -118,5 +120,6 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
                           _address(result), int(op), float(prescale), float(postscale), 0, error,
                           _ERROR_BYTES)
     if code != 0:
-        raise _ERRORS.get(code, tf.errors.UnknownError)(None, None, error.value.decode())
+        message = error.value.decode(errors="replace")
+        raise _ERRORS.get(code, tf.errors.UnknownError)(None, None, message)
     return _EagerTensor(result, tensor.device, dtype)
