@@ -30,15 +30,12 @@ Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape,
     return Status::InvalidArgument("tfdist.allreduce: unsupported dtype code " +
                                    std::to_string(dtype));
   }
-  if (algorithm < 0 || algorithm > static_cast<int>(AllreduceAlgorithm::kMpi)) {
-    return Status::InvalidArgument("unknown allreduce algorithm " + std::to_string(algorithm));
-  }
   if (ndims < 0) return Status::InvalidArgument("negative rank");
   TensorDescription& d = r->description;
   d.type = CollectiveType::kAllreduce;
   d.dtype = static_cast<DataType>(dtype);
   d.shape.assign(shape, shape + ndims);
-  d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
+  TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
   TFDIST_RETURN_IF_ERROR(DescribeReduction(reduce_op, prescale, postscale, topology.size, &d));
   r->name = (name != nullptr && name[0] != '\0') ? std::string(name)
                                                  : NextEagerName(kAllreduceOpType);
@@ -59,10 +56,8 @@ int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, in
                            double postscale, int algorithm, char* error, int error_length) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) {
-    return tfdist::ReportStatus(
-        tfdist::Status::FailedPrecondition("tfdist is not initialized: call tfdist.init() "
-                                           "before using tfdist collectives (allreduce)"),
-        error, error_length);
+    return tfdist::ReportStatus(tfdist::NotInitializedError(tfdist::kAllreduceOpType), error,
+                                error_length);
   }
   tfdist::Request request;
   tfdist::Status status =

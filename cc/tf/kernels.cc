@@ -96,10 +96,7 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
     RuntimeHandle handle = CurrentRuntime();
     OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
-                      absl::FailedPreconditionError(absl::StrCat(
-                          "tfdist is not initialized: call tfdist.init() before "
-                          "using tfdist collectives (", type_string(), ")")),
-                      done);
+                      ToTfStatus(NotInitializedError(type_string())), done);
     Request request;
     request.name = TensorName();
     Status prepared = Describe(ctx, handle.topology, &request);
@@ -178,9 +175,8 @@ struct AllreduceAttrs {
   absl::Status Read(tf::OpKernelConstruction* c) {
     TF_RETURN_IF_ERROR(reduction.Read(c));
     TF_RETURN_IF_ERROR(c->GetAttr("algorithm", &algorithm));
-    if (algorithm < 0 || algorithm > static_cast<int>(AllreduceAlgorithm::kMpi)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown allreduce algorithm ", algorithm));
-    }
+    TensorDescription probe;
+    TF_RETURN_IF_ERROR(ToTfStatus(DescribeAlgorithm(algorithm, &probe)));
     return absl::OkStatus();
   }
 
@@ -190,7 +186,7 @@ struct AllreduceAttrs {
     TensorDescription& d = r->description;
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
     TFDIST_RETURN_IF_ERROR(reduction.Apply(topology, &d));
-    d.algorithm = static_cast<AllreduceAlgorithm>(algorithm);
+    TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
     tf::Tensor* output = nullptr;
     absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
     if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
@@ -232,10 +228,7 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
     }
     RuntimeHandle handle = CurrentRuntime();
     OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
-                      absl::FailedPreconditionError(
-                          "tfdist is not initialized: call tfdist.init() before using "
-                          "tfdist collectives (TfdistGroupedAllreduce)"),
-                      done);
+                      ToTfStatus(NotInitializedError(type_string())), done);
     std::string base = tensor_name_;
     if (base.empty()) {
       base = eager_ ? NextEagerName(type_string()) : name();

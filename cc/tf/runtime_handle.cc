@@ -23,6 +23,12 @@ RuntimeHandle CurrentRuntime() {
   return Handle();
 }
 
+Status NotInitializedError(const std::string& what) {
+  return Status::FailedPrecondition(
+      "tfdist is not initialized: call tfdist.init() before using tfdist collectives (" +
+      what + ")");
+}
+
 void SetCurrentRuntime(RuntimeHandle handle) {
   std::lock_guard<std::mutex> lock(HandleMutex());
   Handle() = std::move(handle);

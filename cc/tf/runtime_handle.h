@@ -5,6 +5,7 @@
 #define TFDIST_TF_RUNTIME_HANDLE_H_
 
 #include <memory>
+#include <string>
 
 #include "cc/core/runtime/runtime.h"
 #include "cc/core/runtime/topology.h"
@@ -18,6 +19,10 @@ struct RuntimeHandle {
 
 // Empty runtime when tfdist is not initialized.
 RuntimeHandle CurrentRuntime();
+
+// The error a collective (`what`: its op type) reports when tfdist is not
+// initialized.
+Status NotInitializedError(const std::string& what);
 void SetCurrentRuntime(RuntimeHandle handle);
 
 }  // namespace tfdist

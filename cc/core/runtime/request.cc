@@ -45,6 +45,15 @@ bool IsSequenceName(const std::string& name) {
   return true;
 }
 
+Status DescribeAlgorithm(int algorithm_code, TensorDescription* d) {
+  if (algorithm_code < 0 || algorithm_code > static_cast<int>(AllreduceAlgorithm::kMpi)) {
+    return Status::InvalidArgument("unknown allreduce algorithm " +
+                                   std::to_string(algorithm_code));
+  }
+  d->algorithm = static_cast<AllreduceAlgorithm>(algorithm_code);
+  return Status::OK();
+}
+
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
                          int size, TensorDescription* d) {
   if (reduce_op_code < 0 || reduce_op_code > kAverageCode) {

@@ -56,6 +56,10 @@ bool IsSequenceName(const std::string& name);
 // Average, which is Sum with a postscale of 1/size.
 constexpr int kAverageCode = 4;
 
+// Sets d's algorithm from the ops' algorithm code (AllreduceAlgorithm's
+// value; InvalidArgument for an unknown code).
+Status DescribeAlgorithm(int algorithm_code, TensorDescription* d);
+
 // Sets d's op and scale factors from the API's reduce_op code (InvalidArgument
 // for an unknown code).
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
