@@ -20,7 +20,6 @@
 // latency term grows linearly in P.
 #include "cc/core/collectives/ring_allreduce.h"
 
-
 #include "cc/core/collectives/chunk_layout.h"
 #include "cc/core/collectives/collective_tags.h"
 #include "cc/core/collectives/reduction.h"

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "cc/core/collectives/reduction.h"
-#include "cc/core/convert.h"
 #include "cc/core/collectives/thread_scratch.h"
+#include "cc/core/convert.h"
 
 namespace tfdist {
 namespace {
