@@ -36,8 +36,8 @@ except ImportError:  # pragma: no cover - depends on the TensorFlow version
 FAST_PATH_MAX_BYTES = 64 * 1024
 
 # tf dtype enum -> the core's DataType code (cc/core/data_type.h).
-_CORE_DTYPE = {dtype.as_datatype_enum: code for code, dtype in enumerate(
-    (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32, tf.float64))}
+_CORE_DTYPE = {dtype.as_datatype_enum: code
+               for code, dtype in enumerate(_library.REDUCIBLE_DTYPES)}
 
 # StatusCode (cc/core/status.h) -> the error the op would raise.
 _ERRORS = {1: tf.errors.InvalidArgumentError, 2: tf.errors.FailedPreconditionError,
@@ -95,18 +95,14 @@ def _eligible(tensor) -> bool:
             and tensor.device.endswith("CPU:0"))
 
 
-# The reduce_op codes (ReduceOp's values; IntEnum members hash as their ints).
-_REDUCE_CODES = frozenset(range(5))
-
-
 def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
               postscale: float) -> Optional[tf.Tensor]:
     """The allreduce done without the op, or None when the op must be used.
 
-    Anything unusual (an unknown ``op``, a dtype the op rejects) returns None,
-    so that the op's path reports it.
+    ``op`` is a valid reduce_op code (the caller checks). Anything unusual (a
+    dtype the op rejects) returns None, so that the op's path reports it.
     """
-    if op not in _REDUCE_CODES or not _eligible(tensor):
+    if not _eligible(tensor):
         return None
     source = tensor._numpy()  # the tensor's own buffer, not a copy
     if not 0 < source.nbytes <= FAST_PATH_MAX_BYTES:

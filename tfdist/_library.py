@@ -17,6 +17,12 @@ REBUILD_HINT = ("Rebuild tfdist against the TensorFlow you have: from the tfdist
                 "(or ./scripts/setup.sh).")
 
 
+#: The dtypes the library reduces, indexed by their code in the C++ core
+#: (DataType in cc/core/data_type.h; bool, code 8, is never reduced).
+REDUCIBLE_DTYPES = (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
+                    tf.float64)
+
+
 class LibraryError(ImportError):
     """tfdist's native library is missing or was built for another TensorFlow."""
 

@@ -34,8 +34,8 @@ Max = ReduceOp.MAX
 Product = ReduceOp.PRODUCT
 Average = ReduceOp.AVERAGE
 
-_REDUCIBLE = (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
-              tf.float64)
+_REDUCE_OPS = frozenset(ReduceOp)
+_REDUCIBLE = _library.REDUCIBLE_DTYPES
 _REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
 
 
@@ -113,7 +113,9 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     """
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
-    if algorithm is None:  # the common case; others are checked below
+    # The common case; anything else is checked and reported below. IntEnum
+    # members hash as their ints, so plain codes are found in the set too.
+    if algorithm is None and isinstance(op, int) and op in _REDUCE_OPS:
         output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
         if output is not None:
             return output
