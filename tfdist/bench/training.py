@@ -83,25 +83,22 @@ def _compile(model, optimizer) -> None:
 UNTIMED_STEPS = 2
 
 
-class _StepClock:
-    """Keras callback: the time from the start of step ``UNTIMED_STEPS`` to the end of training."""
+def _step_clock():
+    """Keras callback: ``start`` at step ``UNTIMED_STEPS``, ``end`` when training ends."""
+    import keras
 
-    def __init__(self) -> None:
-        import keras
+    class StepClock(keras.callbacks.Callback):
+        # Only begin/end hooks: a batch-end hook would change what is timed.
+        start = end = 0.0
 
-        clock = self
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == UNTIMED_STEPS:
+                self.start = time.perf_counter()
 
-        class Callback(keras.callbacks.Callback):
-            # Only begin/end hooks: a batch-end hook would change what is timed.
-            def on_train_batch_begin(self, batch, logs=None):
-                if batch == UNTIMED_STEPS:
-                    clock.start = time.perf_counter()
+        def on_train_end(self, logs=None):
+            self.end = time.perf_counter()
 
-            def on_train_end(self, logs=None):
-                clock.end = time.perf_counter()
-
-        self.callback = Callback()
-        self.start = self.end = 0.0
+    return StepClock()
 
 
 class Trainer:
@@ -114,9 +111,9 @@ class Trainer:
 
     def run(self, steps: int) -> float:
         """Trains ``steps + UNTIMED_STEPS`` steps; returns the seconds the last ``steps`` took."""
-        clock = _StepClock()
+        clock = _step_clock()
         kwargs = dict(self.fit_kwargs)
-        kwargs["callbacks"] = list(kwargs.get("callbacks", [])) + [clock.callback]
+        kwargs["callbacks"] = list(kwargs.get("callbacks", [])) + [clock]
         self.model.fit(self.dataset, steps_per_epoch=steps + UNTIMED_STEPS, epochs=1,
                        verbose=0, shuffle=False, **kwargs)
         return clock.end - clock.start
