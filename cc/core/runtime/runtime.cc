@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -165,20 +166,25 @@ bool Runtime::WaitForWork() {
     return !queue_.empty() || shutdown_requested_ || finished_.load();
   });
   if (!woken) return true;  // timed out: a round is due whatever the queue holds
-  if (shutdown_requested_) return false;
+  if (shutdown_requested_ || queue_.empty()) return false;
   // A graph hands over its collectives one kernel at a time, a few µs apart.
-  // Let such a burst finish arriving (no new request for kSettle, at most one
-  // cycle time), so that it is negotiated and fused in one round rather than
-  // split into a big round and a late one that every rank must wait for.
-  const auto deadline = Clock::now() + wait;
+  // Let such a burst finish arriving, so that it is negotiated and fused in
+  // one round rather than split into a big round and a late one that every
+  // rank must wait for: until it is as large as it was last time
+  // (burst_memory.h), or no new request came for kSettle; at most one cycle.
+  const std::string first = queue_.front().name;
+  const size_t expected = bursts_.Expected(first);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(wait);
   size_t seen = queue_.size();
-  while (Clock::now() < deadline) {
-    lock.unlock();
-    std::this_thread::sleep_for(kSettle);
-    lock.lock();
-    if (queue_.size() == seen || shutdown_requested_) break;
+  while ((expected == 0 || seen < expected) && Clock::now() < deadline) {
+    const auto settle_until = std::min(deadline, Clock::now() + kSettle);
+    const bool grew = wake_.wait_until(lock, settle_until, [&] {
+      return queue_.size() > seen || shutdown_requested_;
+    });
+    if (!grew || shutdown_requested_) break;
     seen = queue_.size();
   }
+  bursts_.Remember(first, queue_.size());
   return false;
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cc/core/runtime/burst_memory.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/executor.h"
 #include "cc/core/runtime/negotiation.h"
@@ -93,6 +94,7 @@ class Runtime {
   std::condition_variable wake_;
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
+  BurstMemory bursts_;  // used by the background thread only
   bool shutdown_requested_ = false;
   bool stopped_ = false;
   Status stop_reason_;
