@@ -24,7 +24,7 @@ enum class WaitKind {
   // keep the progress engine turning (polls for up to 2 ms).
   kTransfer,
   // A negotiation round, which waits for ranks that may still be computing
-  // (polls for up to 200 µs, and hardly at all once waits are long).
+  // (polls for up to 2 ms too, but hardly at all once waits are longer).
   kRendezvous,
 };
 
