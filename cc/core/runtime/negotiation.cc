@@ -71,7 +71,7 @@ Negotiator::~Negotiator() {
 }
 
 Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
-                         RoundResult* result) {
+                         WaitKind wait, RoundResult* result) {
   result->ready.clear();
   result->shutdown = false;
 
@@ -92,7 +92,7 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
 
   bool anyone_has_news = false;
   std::vector<int> ready_slots;
-  TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown,
+  TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown, wait,
                                       &anyone_has_news, &result->shutdown,
                                       &ready_slots));
   for (int index : ready_slots) {
@@ -109,7 +109,7 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
 
   ++full_rounds_;
   std::vector<std::vector<uint8_t>> per_rank;
-  TFDIST_RETURN_IF_ERROR(ExchangeAnnouncements(news, &per_rank));
+  TFDIST_RETURN_IF_ERROR(ExchangeAnnouncements(news, wait, &per_rank));
   for (int r = 0; r < size_; ++r) {
     ByteReader reader(per_rank[r].data(), per_rank[r].size());
     while (!reader.done()) {
@@ -198,7 +198,7 @@ void Negotiator::RememberInCache(const ReadyTensor& tensor) {
   cache_slot_of_[tensor.name] = index;
 }
 
-Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown,
+Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
                                 bool* anyone_has_news, bool* anyone_shuts_down,
                                 std::vector<int>* ready_slots) {
   // Word 0 holds the flags; the cache's bits follow. The cache has the same
@@ -211,7 +211,7 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown,
                           MPI_UINT64_T, MPI_BAND, comm_, &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allreduce");
   TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allreduce", WaitKind::kRendezvous));
+      WaitAllPolitely(1, &request, "negotiation allreduce", wait));
   *anyone_has_news = !(words[0] & kNoNews);
   *anyone_shuts_down = !(words[0] & kNoShutdown);
   for (size_t w = 1; w < words.size(); ++w) {
@@ -223,7 +223,7 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown,
 }
 
 Status Negotiator::ExchangeAnnouncements(
-    const std::vector<Announcement>& news,
+    const std::vector<Announcement>& news, WaitKind wait,
     std::vector<std::vector<uint8_t>>* per_rank) {
   ByteWriter writer;
   for (const Announcement& a : news) {
@@ -238,7 +238,7 @@ Status Negotiator::ExchangeAnnouncements(
                           &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgather");
   TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allgather", WaitKind::kRendezvous));
+      WaitAllPolitely(1, &request, "negotiation allgather", wait));
 
   std::vector<int> offsets(size_, 0);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -247,7 +247,7 @@ Status Negotiator::ExchangeAnnouncements(
                        offsets.data(), MPI_BYTE, comm_, &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgatherv");
   TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allgatherv", WaitKind::kRendezvous));
+      WaitAllPolitely(1, &request, "negotiation allgatherv", wait));
 
   per_rank->assign(size_, {});
   for (int r = 0; r < size_; ++r) {

@@ -31,6 +31,7 @@
 
 #include "cc/core/runtime/request.h"
 #include "cc/core/status.h"
+#include "cc/core/transport/mpi_wait.h"
 
 namespace tfdist {
 
@@ -67,8 +68,9 @@ class Negotiator {
   Negotiator& operator=(const Negotiator&) = delete;
 
   // One round. `fresh` holds what this rank was handed since its last round.
-  // Every rank must call Round the same number of times.
-  Status Round(std::vector<Announcement> fresh, bool want_shutdown,
+  // Every rank must call Round the same number of times. `wait` is how the
+  // round waits for the other ranks (mpi_wait.h).
+  Status Round(std::vector<Announcement> fresh, bool want_shutdown, WaitKind wait,
                RoundResult* result);
 
   std::vector<WaitingTensor> Waiting() const;
@@ -95,9 +97,10 @@ class Negotiator {
     uint64_t last_used = 0;  // use_clock_ when last filled or run; the same on every rank
   };
 
-  Status ExchangeBits(bool have_news, bool want_shutdown, bool* anyone_has_news,
-                      bool* anyone_shuts_down, std::vector<int>* ready_slots);
-  Status ExchangeAnnouncements(const std::vector<Announcement>& news,
+  Status ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
+                      bool* anyone_has_news, bool* anyone_shuts_down,
+                      std::vector<int>* ready_slots);
+  Status ExchangeAnnouncements(const std::vector<Announcement>& news, WaitKind wait,
                                std::vector<std::vector<uint8_t>>* per_rank);
   void Record(int rank, Announcement announcement);
   void RememberInCache(const ReadyTensor& tensor);

@@ -209,7 +209,11 @@ bool Runtime::RunRoundLocked() {
 
   const int64_t start = timeline_.NowMicros();
   RoundResult result;
-  Status status = negotiator_->Round(std::move(announcements), want_shutdown, &result);
+  // A round with nothing of this rank's own in it (an idle tick) waits for
+  // the other ranks' idle ticks, up to kIdleTickMs: it must not teach the
+  // polling budget that waits for work are long.
+  const WaitKind wait = announced_.empty() ? WaitKind::kIdle : WaitKind::kRendezvous;
+  Status status = negotiator_->Round(std::move(announcements), want_shutdown, wait, &result);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
       timeline_.Complete(tensor.name, "NEGOTIATE", start, 1, 0, "");

@@ -66,9 +66,10 @@ Status MpiError(int code, const char* what) {
 
 Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
                        WaitKind kind) {
-  PollingBudget& budget = BudgetFor(kind);
+  PollingBudget* budget = kind == WaitKind::kIdle ? nullptr : &BudgetFor(kind);
   const auto poll_for =
-      budget.PollFor(cores_oversubscribed.load(std::memory_order_relaxed));
+      budget != nullptr ? budget->PollFor(cores_oversubscribed.load(std::memory_order_relaxed))
+                        : std::chrono::nanoseconds(PollingBudget::kMinimum);
   const auto start = Clock::now();
   std::chrono::microseconds sleep = kFirstSleep;
   while (true) {
@@ -77,7 +78,7 @@ Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
     if (rc != MPI_SUCCESS) return MpiError(rc, what);
     const auto waited = Clock::now() - start;
     if (done) {
-      budget.Record(waited);
+      if (budget != nullptr) budget->Record(waited);
       return Status::OK();
     }
     if (waited < kSpinFor && waited < poll_for) continue;

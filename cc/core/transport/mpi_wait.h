@@ -26,6 +26,13 @@ enum class WaitKind {
   // A negotiation round, which waits for ranks that may still be computing
   // (polls for up to 2 ms too, but hardly at all once waits are longer).
   kRendezvous,
+  // A round this rank joins with nothing of its own to negotiate: it waits
+  // for the others' idle rounds, which come every 100 ms. Polls only
+  // briefly, and is not recorded: such waits say nothing about how long a
+  // wait for work takes, and counting them turned polling off for the
+  // first steps of every training run (and for good, when waits in
+  // training were long enough to keep the score from recovering).
+  kIdle,
 };
 
 // Completes `count` requests; returns Internal with MPI's error string if any
