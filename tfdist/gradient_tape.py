@@ -78,8 +78,8 @@ def default_num_groups() -> int:
     overlaps the rest of the backward pass, as in Horovod. Without, the
     backward pass and the communication share the same cores, so overlapping
     them only takes cycles from the backward pass; one grouped allreduce
-    after it is faster (np=2 on 2 cores: 0.70-0.73 of the no-communication
-    ceiling for an MLP, against 0.62-0.65; docs/training_benchmark.md).
+    after it is faster (np=2 on 2 cores: 0.79 of the no-communication
+    ceiling for an MLP, against 0.70; docs/training_benchmark.md).
     """
     return 0 if tf.config.list_physical_devices("GPU") else 1
 
