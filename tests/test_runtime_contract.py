@@ -3,7 +3,8 @@
 One mpirun per size runs tests/workers/runtime_contract.py, which checks, on
 every rank and against numpy: submission in different orders (threads and
 inside one tf.function), cross-rank validation errors, duplicate names,
-fusion (and TFDIST_FUSION_THRESHOLD=0), the response cache, grouped_allreduce,
+fusion (and TFDIST_FUSION_THRESHOLD=0), a tf.function's burst of allreduces fused
+into one collective per step, the response cache, grouped_allreduce,
 alltoall, reducescatter, allgather, the functions (broadcast_variables,
 broadcast_object, allgather_object, join), shutdown, the timeline, idle CPU,
 the stall report and exiting without shutdown(). This file checks that every
@@ -16,7 +17,7 @@ import pytest
 from mpi_harness import run_workers
 
 CHECKS = ["basic", "idle_cpu", "out_of_order_threads", "out_of_order_function", "mismatches",
-          "duplicate_name", "fusion threshold=None", "cache on=True", "grouped_allreduce",
+          "duplicate_name", "fusion threshold=None", "graph_burst", "cache on=True", "grouped_allreduce",
           "alltoall", "reducescatter", "allgather", "functions", "shutdown", "timeline",
           "fusion threshold=1024", "cache on=False", "fusion threshold=0", "cache_eviction",
           "stall_report"]
