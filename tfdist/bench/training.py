@@ -10,6 +10,9 @@ model, rounds alternate between:
 - ``ceiling``: every rank trains a plain Keras model on its own, with no
   communication at all: N single-process runs side by side, the best the
   N ranks could do on this machine;
+- ``lockstep``: the plain model with an MPI barrier before every step, so
+  no data moves but every step waits for the slowest rank: the bound for
+  any synchronous data-parallel scheme here;
 - ``tfdist``: the same model with ``DistributedOptimizer`` (gradients
   averaged every step), or, with ``--method mwms``, TensorFlow's
   ``MultiWorkerMirroredStrategy`` (in its own job: it must be created
@@ -150,6 +153,24 @@ def _plain_trainer(kind: str, batch: int, rank: int) -> Trainer:
     return Trainer(model, synthetic_dataset(kind, batch, seed=rank))
 
 
+def _lockstep_trainer(kind: str, batch: int, rank: int, comm) -> Trainer:
+    """The plain model with an MPI barrier before every step: no data moves.
+
+    The bound for any synchronous data-parallel scheme on this machine: every
+    step lasts as long as the slowest rank's, which the ceiling's independent
+    runs never pay.
+    """
+    import keras
+
+    class BarrierEveryStep(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            comm.Barrier()
+
+    trainer = _plain_trainer(kind, batch, rank)
+    trainer.fit_kwargs = {"callbacks": [BarrierEveryStep()]}
+    return trainer
+
+
 def _tfdist_trainer(kind: str, batch: int, rank: int, num_groups: int) -> Trainer:
     import keras
     import tfdist.keras as hvd
@@ -267,7 +288,10 @@ def run(method: str, models: List[str], batch: int, steps: Dict[str, int], round
                      "intra_op_threads": threads, "inter_op_threads": threads,
                      "models": {}}
     for kind in models:
-        trainers: Dict[str, Trainer] = {"ceiling": _plain_trainer(kind, batch, comm.rank)}
+        trainers: Dict[str, Trainer] = {
+            "ceiling": _plain_trainer(kind, batch, comm.rank),
+            "lockstep": _lockstep_trainer(kind, batch, comm.rank, comm),
+        }
         try:
             if method == "tfdist":
                 for groups in num_groups:
