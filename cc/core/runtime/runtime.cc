@@ -59,6 +59,7 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> tran
       link_cost_(link_cost),
       executor_(*transport_, link_cost_, config_.default_algorithm, config_.debug_log,
                 stats_, timeline_),
+      bursts_(kSettle),
       last_stall_check_(Clock::now()) {}
 
 Runtime::~Runtime() {
@@ -96,6 +97,7 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
           "tfdist: a collective named '" + requests[i].name +
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
+    if (queue_.empty()) queue_began_ = Clock::now();
     for (Request& request : requests) queue_.push_back(std::move(request));
   }
   if (wake_background) wake_.notify_one();
@@ -184,7 +186,7 @@ bool Runtime::WaitForWork() {
     if (!grew || shutdown_requested_) break;
     seen = queue_.size();
   }
-  bursts_.Remember(first, queue_.size());
+  bursts_.Taken(first, queue_.size(), queue_began_, Clock::now());
   return false;
 }
 

@@ -94,6 +94,7 @@ class Runtime {
   std::condition_variable wake_;
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
+  std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
   BurstMemory bursts_;  // used by the background thread only
   bool shutdown_requested_ = false;
   bool stopped_ = false;
