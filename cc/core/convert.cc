@@ -64,6 +64,39 @@ void ConvertFrom(const void* src, void* dst, DataType dst_type, size_t count,
   }
 }
 
+// Scaling float32 by a factor that float32 holds exactly gives the same bits
+// in float32 as in double precision: the product of two float32 values is
+// exact in double (48 significant bits of 53, and the exponents fit), and
+// both paths round it to float32 once. That covers Average over a power of
+// two of ranks (and any prescale a float32 can hold); the float32 loop runs
+// at three times the speed of the one through double (3.7-4.2 -> 1.2 µs per
+// 64 KiB here).
+bool IsExactFloat(double factor) {
+  return static_cast<double>(static_cast<float>(factor)) == factor;
+}
+
+// Two explicit 16-byte vectors per iteration, like the reduction loops
+// (reduction.cc): GCC's auto-vectorised loop took 60 % longer.
+void ScaleFloats(const void* src, void* dst, size_t count, float factor) {
+  typedef float Vector __attribute__((vector_size(16)));
+  constexpr size_t kLanes = sizeof(Vector) / sizeof(float);
+  const unsigned char* in_bytes = static_cast<const unsigned char*>(src);
+  unsigned char* out_bytes = static_cast<unsigned char*>(dst);
+  size_t i = 0;
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    Vector v0, v1;  // memcpy: the buffers need not be aligned, and may be the same
+    std::memcpy(&v0, in_bytes + i * sizeof(float), sizeof(Vector));
+    std::memcpy(&v1, in_bytes + (i + kLanes) * sizeof(float), sizeof(Vector));
+    v0 *= factor;
+    v1 *= factor;
+    std::memcpy(out_bytes + i * sizeof(float), &v0, sizeof(Vector));
+    std::memcpy(out_bytes + (i + kLanes) * sizeof(float), &v1, sizeof(Vector));
+  }
+  const float* in = static_cast<const float*>(src);
+  float* out = static_cast<float*>(dst);
+  for (; i < count; ++i) out[i] = in[i] * factor;
+}
+
 }  // namespace
 
 DataType AccumulationType(DataType dtype) {
@@ -77,6 +110,10 @@ void ConvertScaled(const void* src, DataType src_type, void* dst,
   if (src_type == dst_type && factor == 1.0) {
     if (src != dst && count > 0) std::memcpy(dst, src, count * DataTypeSize(src_type));
     return;
+  }
+  if (src_type == DataType::kFloat32 && dst_type == DataType::kFloat32 &&
+      IsExactFloat(factor)) {
+    return ScaleFloats(src, dst, count, static_cast<float>(factor));
   }
   switch (src_type) {
     case DataType::kUInt8: return ConvertFrom<uint8_t>(src, dst, dst_type, count, factor);
