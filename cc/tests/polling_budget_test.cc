@@ -34,6 +34,18 @@ TFDIST_TEST(PollingBudgetStopsPollingForLongWaits) {
   CHECK(budget.PollFor(false) == microseconds(200));
 }
 
+TFDIST_TEST(PollingBudgetHasItsOwnLimitOnOversubscribedCores) {
+  PollingBudget budget(milliseconds(2), microseconds(200));
+  CHECK(budget.PollFor(false) == milliseconds(2));
+  CHECK(budget.PollFor(true) == microseconds(200));
+  // Waits are still judged against the first limit: 1 ms is short.
+  for (int i = 0; i < 50; ++i) budget.Record(milliseconds(1));
+  CHECK(budget.PollFor(false) == milliseconds(2));
+  for (int i = 0; i < 5; ++i) budget.Record(milliseconds(3));
+  CHECK(budget.PollFor(false) == PollingBudget::kMinimum);
+  CHECK(budget.PollFor(true) == microseconds(200));
+}
+
 TFDIST_TEST(PollingBudgetShrugsOffARareLongWait) {
   PollingBudget budget(microseconds(200));
   for (int i = 0; i < 50; ++i) {

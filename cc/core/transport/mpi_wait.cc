@@ -32,9 +32,9 @@ constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
 
 // With more ranks than cores, a rank that polls for a negotiation may hold
 // the very core that the rank it waits for needs to get there: yielding does
-// not reliably hand it over. So it keeps the 200 µs it had before the limit
-// above was raised: 4-byte eager allreduces at np=4 on 2 cores took 500-620
-// µs with 2 ms, 140-510 µs with 200 µs (noisy: ranks share the cores).
+// not reliably hand it over. So there it keeps the 200 µs it had before the
+// limit below was raised: 4-byte eager allreduces at np=4 on 2 cores took
+// 500-620 µs with 2 ms, 140-510 µs with 200 µs (noisy: ranks share the cores).
 constexpr auto kOversubscribedRendezvousPoll = std::chrono::microseconds(200);
 
 std::atomic<bool> cores_oversubscribed{false};
@@ -54,7 +54,7 @@ PollingBudget& BudgetFor(WaitKind kind) {
   // while a thread driving eager collectives meets peers doing the same.
   constexpr auto kLimit = std::chrono::milliseconds(2);
   thread_local PollingBudget transfer(kLimit);
-  thread_local PollingBudget rendezvous(kLimit);
+  thread_local PollingBudget rendezvous(kLimit, kOversubscribedRendezvousPoll);
   return kind == WaitKind::kTransfer ? transfer : rendezvous;
 }
 
@@ -74,12 +74,9 @@ Status MpiError(int code, const char* what) {
 Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
                        WaitKind kind) {
   PollingBudget* budget = kind == WaitKind::kIdle ? nullptr : &BudgetFor(kind);
-  const bool oversubscribed = cores_oversubscribed.load(std::memory_order_relaxed);
-  auto poll_for = budget != nullptr ? budget->PollFor(oversubscribed)
-                                    : std::chrono::nanoseconds(PollingBudget::kMinimum);
-  if (oversubscribed && kind == WaitKind::kRendezvous) {
-    poll_for = std::min<std::chrono::nanoseconds>(poll_for, kOversubscribedRendezvousPoll);
-  }
+  const auto poll_for =
+      budget != nullptr ? budget->PollFor(cores_oversubscribed.load(std::memory_order_relaxed))
+                        : std::chrono::nanoseconds(PollingBudget::kMinimum);
   const auto start = Clock::now();
   std::chrono::microseconds sleep = kFirstSleep;
   while (true) {

@@ -4,10 +4,14 @@
 
 namespace tfdist {
 
-PollingBudget::PollingBudget(Duration limit) : limit_(std::max(limit, kMinimum)) {}
+PollingBudget::PollingBudget(Duration limit) : PollingBudget(limit, limit) {}
+
+PollingBudget::PollingBudget(Duration limit, Duration oversubscribed_limit)
+    : limit_(std::max(limit, kMinimum)),
+      oversubscribed_limit_(std::max(oversubscribed_limit, kMinimum)) {}
 
 PollingBudget::Duration PollingBudget::PollFor(bool oversubscribed) const {
-  if (oversubscribed) return limit_;
+  if (oversubscribed) return oversubscribed_limit_;
   return score_.load(std::memory_order_relaxed) >= kPollAtScore ? limit_ : kMinimum;
 }
 

@@ -14,9 +14,9 @@
 // wait of milliseconds must not switch polling off for waits of microseconds.
 //
 // When the cores are oversubscribed (more ranks on the node than cores), a
-// wait always polls to the limit, yielding: a sleeping rank must wait for
-// the scheduler to wake it, while yielding hands the core straight to the
-// peer that it is waiting for.
+// wait always polls to its oversubscribed limit, yielding: a sleeping rank
+// must wait for the scheduler to wake it, while yielding hands the core
+// straight to the peer that it is waiting for.
 #ifndef TFDIST_CORE_TRANSPORT_POLLING_BUDGET_H_
 #define TFDIST_CORE_TRANSPORT_POLLING_BUDGET_H_
 
@@ -33,8 +33,11 @@ class PollingBudget {
   // already there answers within it.
   static constexpr Duration kMinimum = std::chrono::microseconds(20);
 
-  // `limit`: the longest a wait polls.
+  // `limit`: the longest a wait polls; `oversubscribed_limit` (by default
+  // the same) when the cores are oversubscribed. Waits are judged short or
+  // long against `limit` either way.
   explicit PollingBudget(Duration limit);
+  PollingBudget(Duration limit, Duration oversubscribed_limit);
 
   // How long the next wait should poll before sleeping.
   Duration PollFor(bool oversubscribed) const;
@@ -50,6 +53,7 @@ class PollingBudget {
   static constexpr int kLongWaitPenalty = 4;
 
   const Duration limit_;
+  const Duration oversubscribed_limit_;
   std::atomic<int> score_{kMaxScore};
 };
 
