@@ -236,3 +236,60 @@ TFDIST_TEST(BFloat16ConversionExhaustive) {
 }
 
 }  // namespace tfdist_test
+
+namespace tfdist_test {
+namespace {
+
+// Reducing with FillIdentity's buffer, on either side, leaves every value's
+// bits as they were: a joined rank's stand-in changes nothing.
+template <typename T>
+void CheckIdentity(DataType dtype, const std::vector<T>& values) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+    std::vector<T> identity(values.size());
+    tfdist::FillIdentity(identity.data(), identity.size(), dtype, op);
+    std::vector<T> left = values;
+    tfdist::ReduceInto(left.data(), identity.data(), values.size(), dtype, op);
+    std::vector<T> right = identity;
+    tfdist::ReduceInto(right.data(), values.data(), values.size(), dtype, op);
+    CHECK_EQ_MSG(std::memcmp(left.data(), values.data(), values.size() * sizeof(T)), 0,
+                 tfdist::DataTypeName(dtype) << " " << tfdist::ReduceOpName(op));
+    CHECK_EQ_MSG(std::memcmp(right.data(), values.data(), values.size() * sizeof(T)), 0,
+                 tfdist::DataTypeName(dtype) << " " << tfdist::ReduceOpName(op));
+  }
+}
+
+template <typename T>
+std::vector<T> Extremes() {
+  using L = std::numeric_limits<T>;
+  std::vector<T> v = {T(0), T(1), T(2), L::max(), L::lowest(), L::min()};
+  if (L::is_signed) v.push_back(T(-1));
+  if (L::is_iec559) {
+    v.insert(v.end(), {-T(0), L::infinity(), -L::infinity(), L::denorm_min(), T(0.1)});
+  }
+  return v;
+}
+
+std::vector<uint16_t> HalfExtremes(uint16_t (*from_float)(float)) {
+  std::vector<uint16_t> v;
+  for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, -65504.0f, 1e-7f, 0.1f,
+                  std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()}) {
+    v.push_back(from_float(f));
+  }
+  return v;
+}
+
+}  // namespace
+
+TFDIST_TEST(FillIdentityIsNeutralForEveryTypeAndOp) {
+  CheckIdentity(DataType::kUInt8, Extremes<uint8_t>());
+  CheckIdentity(DataType::kInt8, Extremes<int8_t>());
+  CheckIdentity(DataType::kInt32, Extremes<int32_t>());
+  CheckIdentity(DataType::kInt64, Extremes<int64_t>());
+  CheckIdentity(DataType::kFloat32, Extremes<float>());
+  CheckIdentity(DataType::kFloat64, Extremes<double>());
+  CheckIdentity(DataType::kFloat16, HalfExtremes(tfdist::FloatToHalf));
+  CheckIdentity(DataType::kBFloat16, HalfExtremes(tfdist::FloatToBFloat16));
+}
+
+}  // namespace tfdist_test

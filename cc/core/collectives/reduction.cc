@@ -1,7 +1,9 @@
 #include "cc/core/collectives/reduction.h"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "cc/core/half.h"
@@ -116,6 +118,24 @@ bool IsKnownReduceOp(ReduceOp op) {
   return false;
 }
 
+template <typename T>
+T Identity(ReduceOp op) {
+  using Limits = std::numeric_limits<T>;
+  switch (op) {
+    // -0.0, not 0.0: -0.0 + x is x for every float x, -0.0 included.
+    case ReduceOp::kSum: return Limits::is_iec559 ? -T(0) : T(0);
+    case ReduceOp::kProduct: return T(1);
+    case ReduceOp::kMin: return Limits::has_infinity ? Limits::infinity() : Limits::max();
+    case ReduceOp::kMax: return Limits::has_infinity ? -Limits::infinity() : Limits::lowest();
+  }
+  return T(0);
+}
+
+template <typename T>
+void FillWith(void* buffer, size_t count, T value) {
+  std::fill_n(static_cast<T*>(buffer), count, value);
+}
+
 }  // namespace
 
 Status CheckReducible(DataType dtype, ReduceOp op) {
@@ -153,6 +173,23 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
       return ReduceFloat<double>(accumulator, incoming, count, op);
     case DataType::kBool:
       return;  // not reducible; CheckReducible rejects it
+  }
+}
+
+void FillIdentity(void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DataType::kUInt8: return FillWith(buffer, count, Identity<uint8_t>(op));
+    case DataType::kInt8: return FillWith(buffer, count, Identity<int8_t>(op));
+    case DataType::kInt32: return FillWith(buffer, count, Identity<int32_t>(op));
+    case DataType::kInt64: return FillWith(buffer, count, Identity<int64_t>(op));
+    case DataType::kFloat16:
+      return FillWith(buffer, count, FloatToHalf(Identity<float>(op)));
+    case DataType::kBFloat16:
+      return FillWith(buffer, count, FloatToBFloat16(Identity<float>(op)));
+    case DataType::kFloat32: return FillWith(buffer, count, Identity<float>(op));
+    case DataType::kFloat64: return FillWith(buffer, count, Identity<double>(op));
+    case DataType::kBool: return;  // not reducible; CheckReducible rejects it
   }
 }
 

@@ -29,6 +29,12 @@ Status CheckReducible(DataType dtype, ReduceOp op);
 void ReduceInto(void* accumulator, const void* incoming, size_t count,
                 DataType dtype, ReduceOp op);
 
+// Writes `count` elements of op's identity (0 for Sum, -0.0 for floats, 1 for Product, the
+// largest value or +inf for Min, the lowest or -inf for Max): what a rank
+// that has joined (tfdist.join) contributes, so that the others' result is
+// their own reduction. Same precondition as ReduceInto.
+void FillIdentity(void* buffer, size_t count, DataType dtype, ReduceOp op);
+
 }  // namespace tfdist
 
 #endif  // TFDIST_CORE_COLLECTIVES_REDUCTION_H_
