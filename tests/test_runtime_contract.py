@@ -6,7 +6,8 @@ inside one tf.function), cross-rank validation errors, duplicate names,
 fusion (and TFDIST_FUSION_THRESHOLD=0), a tf.function's burst of allreduces fused
 into one collective per step, the response cache, grouped_allreduce,
 alltoall, reducescatter, allgather, the functions (broadcast_variables,
-broadcast_object, allgather_object, join), shutdown, the timeline, idle CPU,
+broadcast_object, allgather_object), join with uneven data (ranks that joined
+stand in for the others' collectives), shutdown, the timeline, idle CPU,
 the stall report and exiting without shutdown(). This file checks that every
 check passed on every rank and reads the stall report from stderr.
 """
@@ -18,8 +19,8 @@ from mpi_harness import run_workers
 
 CHECKS = ["basic", "idle_cpu", "out_of_order_threads", "out_of_order_function", "mismatches",
           "duplicate_name", "fusion threshold=None", "graph_burst", "cache on=True", "grouped_allreduce",
-          "alltoall", "reducescatter", "allgather", "functions", "shutdown", "timeline",
-          "fusion threshold=1024", "cache on=False", "fusion threshold=0", "cache_eviction",
+          "alltoall", "reducescatter", "allgather", "functions", "join cache=on", "shutdown",
+          "timeline", "fusion threshold=1024", "cache on=False", "join cache=off", "fusion threshold=0", "cache_eviction",
           "stall_report"]
 
 

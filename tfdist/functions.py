@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import pickle
 import threading
-import time
 from typing import Any, Dict, Iterable, List
 
 import numpy as np
@@ -18,14 +17,28 @@ import tensorflow as tf
 
 from tfdist import ops, runtime
 
-_sequence = itertools.count()
-_sequence_lock = threading.Lock()
+class _Sequence:
+    """Numbers the helpers' calls; restarted by join() on every rank alike."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._counter)
+
+    def restart(self) -> None:
+        with self._lock:
+            self._counter = itertools.count()
+
+
+_sequence = _Sequence()
 
 
 def _next_name(kind: str) -> str:
     """A name for the next call of ``kind``, the same on every rank."""
-    with _sequence_lock:
-        return f"tfdist.{kind}.{next(_sequence)}"
+    return f"tfdist.{kind}.{_sequence.next()}"
 
 
 def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) -> None:
@@ -100,17 +113,26 @@ def allgather_object(obj: Any) -> List[Any]:
 
 
 def join() -> int:
-    """Waits until every rank has called join(); returns the rank that called it last.
+    """Marks this rank as out of data; returns, once every rank has joined, the rank that joined last.
 
-    For uneven data: a rank that runs out of batches calls join() and waits
-    there for the others. Unlike Horovod's join, a rank waiting here does not
-    stand in for the collectives the other ranks still run (it would need
-    their tensors' shapes): the ranks that are still training must not issue
-    collectives that need the joined rank. "Last" is decided by the wall-clock
-    time at which each rank arrived (ties go to the higher rank). Eager only.
+    For uneven data (Horovod's ``join``): a rank that runs out of batches
+    calls ``join()`` and, until every rank has, stands in for the collectives
+    the other ranks still run, so they do not hang waiting for it. It
+    contributes the reduction's identity to an allreduce or reducescatter
+    (so a Sum is the sum over the ranks still training, and an Average, as in
+    Horovod, that sum divided by the full number of ranks), no rows to an
+    allgather, and receives broadcasts; an alltoall, or a broadcast from a
+    joined rank, fails on every rank with ``FailedPreconditionError``.
+
+    Call it when this rank has no collective in flight; while it waits, any
+    other collective started on this rank fails. "Last" is the rank whose
+    join the ranks learned of last (of several at once, the highest). After
+    a join every rank restarts the numbering of unnamed eager collectives and
+    of these helpers, which the ranks still training advanced further. Eager
+    only.
     """
-    base = _next_name("join")
-    arrived = tf.constant([time.time()], dtype=tf.float64)
-    times = ops.allgather(arrived, name=f"{base}.arrival").numpy()
-    # The highest rank among those with the latest arrival time.
-    return int(len(times) - 1 - int(np.argmax(times[::-1])))
+    if not tf.executing_eagerly():
+        raise RuntimeError("tfdist.join() runs eagerly only: call it outside tf.function")
+    last = int(ops.join().numpy())
+    _sequence.restart()
+    return last

@@ -204,6 +204,14 @@ def barrier(name: Optional[str] = None) -> tf.Tensor:
     return _library.ops().tfdist_barrier(name=_node_name(name), **_naming(name))
 
 
+_JOIN_NAME = "tfdist.join"
+
+
+def join() -> tf.Tensor:
+    """The op behind ``tfdist.join()`` (see there): the rank that joined last."""
+    return _library.ops().tfdist_join(tensor_name=_JOIN_NAME, eager=tf.executing_eagerly())
+
+
 def _topology_op(which: int) -> tf.Tensor:
     return _library.ops().tfdist_topology(which=which)
 

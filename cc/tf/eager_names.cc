@@ -7,9 +7,14 @@
 
 namespace tfdist {
 
+namespace {
+std::atomic<uint64_t> sequence{0};
+}  // namespace
+
 std::string NextEagerName(const std::string& op_type) {
-  static std::atomic<uint64_t> sequence{0};
   return SequenceName(op_type, sequence++);
 }
+
+void RestartEagerNames() { sequence = 0; }
 
 }  // namespace tfdist

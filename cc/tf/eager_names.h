@@ -11,6 +11,11 @@ namespace tfdist {
 
 std::string NextEagerName(const std::string& op_type);
 
+// Starts the sequence again at 0. Called when a join completes: ranks that
+// ran out of data made fewer unnamed calls than the others, and at a join
+// no rank has a collective in flight, so every rank can start over alike.
+void RestartEagerNames();
+
 }  // namespace tfdist
 
 #endif  // TFDIST_TF_EAGER_NAMES_H_

@@ -101,7 +101,8 @@ class CollectiveKernel : public tf::AsyncOpKernel {
     request.name = TensorName();
     Status prepared = Describe(ctx, handle.topology, &request);
     OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(prepared), done);
-    InlineCompletion::Finish finish = [ctx, done](const Status& s) {
+    InlineCompletion::Finish finish = [this, ctx, done](const Status& s) {
+      if (s.ok()) Succeeded();
       ctx->SetStatus(ToTfStatus(s));
       done();
     };
@@ -118,6 +119,8 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   // Fills in the request's description and buffers.
   virtual Status Describe(tf::OpKernelContext* ctx, const Topology& topology,
                           Request* request) = 0;
+  // Runs when the collective succeeded, before the op completes.
+  virtual void Succeeded() {}
 
  private:
   std::string TensorName() const {
@@ -403,6 +406,24 @@ class BarrierKernel : public CollectiveKernel {
   }
 };
 
+// Output: the rank that joined last. The runtime writes it (executor.h).
+class JoinKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+ protected:
+  Status Describe(tf::OpKernelContext* ctx, const Topology&, Request* r) override {
+    r->description.type = CollectiveType::kJoin;
+    r->description.dtype = DataType::kInt32;
+    tf::Tensor* output = nullptr;
+    absl::Status s = ctx->allocate_output(0, tf::TensorShape({}), &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
+    r->output = Base(output);
+    return Status::OK();
+  }
+  void Succeeded() override { RestartEagerNames(); }
+};
+
 class TopologyKernel : public tf::OpKernel {
  public:
   explicit TopologyKernel(tf::OpKernelConstruction* c) : tf::OpKernel(c) {
@@ -435,6 +456,7 @@ REGISTER_KERNEL_BUILDER(Name("TfdistBroadcast").Device(tf::DEVICE_CPU), Broadcas
 REGISTER_KERNEL_BUILDER(Name("TfdistAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistJoin").Device(tf::DEVICE_CPU), JoinKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistTopology").Device(tf::DEVICE_CPU), TopologyKernel);
 
 }  // namespace tfdist

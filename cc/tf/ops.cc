@@ -125,6 +125,15 @@ REGISTER_OP("TfdistBarrier")
     .SetIsStateful()
     .SetShapeFn(ScalarShape);
 
+// Completes once every rank has called it; until then this rank stands in
+// for the collectives the others still run (join_state.h).
+REGISTER_OP("TfdistJoin")
+    .Output("last_rank: int32")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(ScalarShape);
+
 // Graph-time topology: evaluated when the graph runs, not when it is built.
 // which: 0 rank, 1 size, 2 local_rank, 3 local_size, 4 cross_rank, 5 cross_size.
 REGISTER_OP("TfdistTopology")

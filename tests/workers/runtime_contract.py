@@ -476,12 +476,91 @@ def check_functions(rank, size):
     assert [len(g["payload"]) for g in got] == [r * 50 for r in range(size)]
     assert tfdist.allgather_object(None) == [None] * size
 
-    # join: the rank that arrives last (here the highest, which sleeps longest).
-    time.sleep(0.25 * rank)
-    assert tfdist.join() == size - 1
-    time.sleep(0.25 * (size - 1 - rank))
-    assert tfdist.join() == 0
     ok("functions")
+
+
+def uneven_step(rank, size, step, active, fused_step):
+    """One step of a rank that still has data, checked against numpy over the active ranks."""
+    def value(r, shift=0.0):
+        return np.float32(r + 1 + step + shift)
+
+    for op, reference in ((tfdist.Sum, np.sum), (tfdist.Min, np.min), (tfdist.Max, np.max),
+                          (tfdist.Product, np.prod)):
+        got = tfdist.allreduce(tf.fill([6], value(rank)), op=op, name=f"join.{op.name}")
+        np.testing.assert_allclose(got.numpy(), np.full(6, reference([value(r) for r in active])),
+                                   rtol=1e-6)
+    got = tfdist.allreduce(tf.constant([int(value(rank))], tf.int64), op=tfdist.Sum,
+                           name="join.int64")
+    assert got.numpy()[0] == sum(int(value(r)) for r in active)
+    # Unnamed: the ranks still training number more eager calls than the joined ones.
+    got = tfdist.allreduce(tf.fill([2], value(rank)), op=tfdist.Max)
+    np.testing.assert_array_equal(got.numpy(), np.full(2, max(value(r) for r in active)))
+    # Average divides by every rank, joined ones included (Horovod's rule).
+    got = tfdist.allreduce(tf.fill([3], value(rank)), op=tfdist.Average, name="join.average")
+    np.testing.assert_allclose(got.numpy(), sum(value(r) for r in active) / size, rtol=1e-6)
+    # A tf.function's burst, fused and (after its first step) announced by cache bit.
+    outs = fused_step(tf.constant(float(rank)))
+    for i, out in enumerate(outs):
+        np.testing.assert_allclose(out.numpy(), np.full(100, sum(r + i for r in active)))
+    gathered = tfdist.allgather(tf.fill([rank + 1, 2], rank), name="join.allgather")
+    np.testing.assert_array_equal(gathered.numpy()[:, 0],
+                                  np.concatenate([np.full(r + 1, r) for r in active]))
+    rows = 2 * size + 1
+    scattered = tfdist.reducescatter(tf.fill([rows, 2], value(rank)), op=tfdist.Sum,
+                                     name="join.reducescatter")
+    np.testing.assert_allclose(scattered.numpy()[:, 0], sum(value(r) for r in active))
+    root = size - 1  # the last to join: always active
+    got = tfdist.broadcast(tf.fill([4], rank), root_rank=root, name="join.broadcast")
+    np.testing.assert_array_equal(got.numpy(), np.full(4, root))
+
+
+def check_join(rank, size, label):
+    """Horovod's join: uneven data; joined ranks stand in for the others' collectives."""
+    @tf.function
+    def fused_step(x):
+        return [tfdist.allreduce(tf.fill([100], x + i), op=tfdist.Sum, name=f"join.burst.{i}")
+                for i in range(5)]
+
+    steps = {r: r + 2 for r in range(size)}  # rank r has r + 2 batches; the highest joins last
+    for step in range(steps[rank]):
+        active = [r for r in range(size) if steps[r] > step]
+        uneven_step(rank, size, step, active, fused_step)
+        if step >= steps[0] and rank != 0:
+            # Rank 0 has joined: it cannot be a broadcast root or take part in an alltoall.
+            expect_error(tf.errors.FailedPreconditionError,
+                         lambda: tfdist.broadcast(tf.zeros([2]), root_rank=0, name="join.bad"),
+                         "join.bad", "root rank 0", "called tfdist.join()")
+            expect_error(tf.errors.FailedPreconditionError,
+                         lambda: tfdist.alltoall(tf.zeros([2 * size]), name="join.a2a"),
+                         "join.a2a", "called tfdist.join()")
+    assert tfdist.join() == size - 1
+    # After the join the unnamed eager numbering starts over on every rank.
+    np.testing.assert_array_equal(tfdist.allreduce(tf.ones([2]), op=tfdist.Sum).numpy(),
+                                  [size, size])
+
+    # Rank 0 cannot join with a collective in flight, nor start one while joined.
+    if rank == 0:
+        pending = in_thread(lambda: tfdist.allreduce(tf.ones([1]), op=tfdist.Sum,
+                                                     name="join.inflight").numpy())
+        time.sleep(0.3)
+        expect_error(tf.errors.FailedPreconditionError, tfdist.join, "join.inflight",
+                     "still in flight")
+    else:
+        time.sleep(0.6)
+        pending = in_thread(lambda: tfdist.allreduce(tf.ones([1]), op=tfdist.Sum,
+                                                     name="join.inflight").numpy())
+    assert pending()[0] == size
+    if rank == 0:
+        joining = in_thread(tfdist.join)
+        time.sleep(0.3)
+        expect_error(tf.errors.FailedPreconditionError,
+                     lambda: tfdist.allreduce(tf.ones([1]), name="join.while_waiting"),
+                     "join.while_waiting", "waiting in tfdist.join()")
+        assert joining() == size - 1
+    else:
+        time.sleep(0.6 + 0.1 * rank)  # after rank 0's check; the highest rank last
+        assert tfdist.join() == size - 1
+    ok(f"join {label}")
 
 
 def check_timeline(rank, size, path):
@@ -573,6 +652,7 @@ def body():
     check_reducescatter(rank, size)
     check_allgather(rank, size)
     check_functions(rank, size)
+    check_join(rank, size, "cache=on")
     check_shutdown(rank, size)
     if timeline:
         check_timeline(rank, size, timeline)
@@ -584,6 +664,7 @@ def body():
     check_basic(rank, size)
     check_fusion(rank, size, expect_fusion=True, threshold=1024)
     check_cache(rank, size, cache_on=False)
+    check_join(rank, size, "cache=off")
     tfdist.shutdown()
 
     # Lifetime 3: fusion off (TFDIST_FUSION_THRESHOLD=0); a stall report;

@@ -8,6 +8,7 @@
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
+#include "cc/core/collectives/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/convert.h"
@@ -66,12 +67,12 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // The ring reads the input where it lies, writes the result straight into
   // the output and applies the postscale as it goes: no pass over memory of
   // its own, which for large tensors is most of what the executor costs.
-  const bool direct_ring =
-      in_place && algorithm == AllreduceAlgorithm::kRing && d.prescale == 1.0;
+  const bool direct_ring = in_place && algorithm == AllreduceAlgorithm::kRing &&
+                           d.prescale == 1.0 && !group[0]->stand_in;
   if (in_place && group[0]->input != buffer) AdviseHugePages(buffer, bytes);
   int64_t start = timeline_.NowMicros();
   if (in_place && !direct_ring) {
-    ConvertScaled(group[0]->input, d.dtype, buffer, d.dtype, total, d.prescale);
+    CopyIn(*group[0], buffer, d.dtype, total);
     timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
   } else if (!in_place) {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
@@ -79,8 +80,7 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
     size_t offset = 0;
     for (const Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
-      ConvertScaled(r->input, d.dtype, fusion_buffer_.data() + offset, accumulation,
-                    n, d.prescale);
+      CopyIn(*r, fusion_buffer_.data() + offset, accumulation, n);
       offset += n * element;
     }
     timeline_.Complete(label, "FUSION_COPY_IN", start, group.size(), bytes, "");
@@ -205,7 +205,7 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   const size_t element = DataTypeSize(accumulation);
   const size_t total = static_cast<size_t>(d.num_elements());
   if (fusion_buffer_.size() < total * element) fusion_buffer_.resize(total * element);
-  ConvertScaled(request.input, d.dtype, fusion_buffer_.data(), accumulation, total, d.prescale);
+  CopyIn(request, fusion_buffer_.data(), accumulation, total);
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
       RingReducescatter(transport_, fusion_buffer_.data(), counts, accumulation, d.op));
@@ -215,6 +215,23 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   stats_.reducescatter_calls++;
   Log("reducescatter", request.name, 1, total * element, "ring");
   return Status::OK();
+}
+
+Status CollectiveExecutor::Join(Request& request, int last_joined) {
+  // Negotiation already waited for every rank's join: nothing to send.
+  *static_cast<int32_t*>(request.output) = last_joined;
+  Log("join", request.name, 1, 0, "negotiation");
+  return Status::OK();
+}
+
+void CollectiveExecutor::CopyIn(const Request& request, void* destination,
+                                DataType accumulation, size_t count) {
+  const TensorDescription& d = request.description;
+  if (request.stand_in) {
+    FillIdentity(destination, count, accumulation, d.op);
+  } else {
+    ConvertScaled(request.input, d.dtype, destination, accumulation, count, d.prescale);
+  }
 }
 
 Status CollectiveExecutor::Barrier() {

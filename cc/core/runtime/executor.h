@@ -38,10 +38,16 @@ class CollectiveExecutor {
   Status Alltoall(Request& request, const std::vector<TensorDescription>& per_rank);
   Status Reducescatter(Request& request);
   Status Barrier();
+  // Writes join()'s result, the rank that joined last, into the output.
+  Status Join(Request& request, int last_joined);
 
  private:
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
+  // `count` elements of the request's input, prescaled, in the accumulation
+  // type; the reduction's identity for a stand-in (join_state.h).
+  void CopyIn(const Request& request, void* destination, DataType accumulation,
+              size_t count);
   void Log(const char* what, const std::string& name, size_t tensors,
            size_t bytes, const char* detail) const;
 

@@ -62,6 +62,7 @@ Negotiator::Negotiator(MPI_Comm duplicate, size_t cache_capacity)
     : comm_(duplicate), cache_capacity_(cache_capacity) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  joins_ = JoinState(size_);
 }
 
 Negotiator::~Negotiator() {
@@ -95,10 +96,14 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
   TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown, wait,
                                       &anyone_has_news, &result->shutdown,
                                       &ready_slots));
+  // Joins are read only from announcements, after the bits: the stand-ins
+  // of a cached tensor are the ranks that had joined before this round.
+  const std::vector<int> joined_before = joins_.StandIns();
   for (int index : ready_slots) {
     CacheSlot& slot = cache_[index];
     slot.last_used = ++use_clock_;
-    result->ready.push_back(ReadyTensor{slot.name, slot.per_rank});
+    result->ready.push_back(ReadyTensor{slot.name, slot.per_rank, joined_before});
+    DescribeStandIns(joined_before, &result->ready.back().per_rank);
     my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
     my_pending_cached_.erase(index);
   }
@@ -126,17 +131,27 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
 
   std::vector<std::pair<uint64_t, std::string>> complete;
   for (const auto& [name, entry] : table_) {
-    if (entry.seen_count == size_) complete.emplace_back(entry.first_seen_sequence, name);
+    if (entry.seen_count == size_ || joins_.Covers(entry.seen)) {
+      complete.emplace_back(entry.first_seen_sequence, name);
+    }
   }
   std::sort(complete.begin(), complete.end());
+  bool everyone_joined = false;
   for (const auto& [sequence, name] : complete) {
     (void)sequence;
     auto it = table_.find(name);
-    ReadyTensor tensor{name, std::move(it->second.per_rank)};
+    ReadyTensor tensor{name, std::move(it->second.per_rank),
+                       joins_.StandIns(it->second.seen)};
     table_.erase(it);
+    DescribeStandIns(tensor.stand_ins, &tensor.per_rank);
+    if (tensor.per_rank[0].type == CollectiveType::kJoin) {
+      tensor.last_joined = joins_.last_joined();
+      everyone_joined = true;
+    }
     RememberInCache(tensor);
     result->ready.push_back(std::move(tensor));
   }
+  if (everyone_joined) joins_.Reset();
   return Status::OK();
 }
 
@@ -147,6 +162,7 @@ void Negotiator::Record(int rank, Announcement a) {
   // again in full next round.
   auto cached = cache_slot_of_.find(a.name);
   if (cached != cache_slot_of_.end()) ForgetSlot(cached->second);
+  if (a.description.type == CollectiveType::kJoin) joins_.Join(rank);
   Entry& entry = table_[a.name];
   if (entry.per_rank.empty()) {
     entry.per_rank.resize(size_);
@@ -174,7 +190,10 @@ void Negotiator::ForgetSlot(int index) {
 }
 
 void Negotiator::RememberInCache(const ReadyTensor& tensor) {
-  if (cache_capacity_ == 0 || IsSequenceName(tensor.name)) return;
+  if (cache_capacity_ == 0 || IsSequenceName(tensor.name) ||
+      tensor.per_rank[0].type == CollectiveType::kJoin) {
+    return;
+  }
   int index = -1;
   for (size_t i = 0; i < cache_.size(); ++i) {
     if (!cache_[i].in_use) {
@@ -205,7 +224,13 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wai
   // number of slots on every rank, so the vectors have the same length.
   std::vector<uint64_t> words(1 + my_pending_bits_.size(), 0);
   words[0] = (have_news ? 0 : kNoNews) | (want_shutdown ? 0 : kNoShutdown);
-  std::copy(my_pending_bits_.begin(), my_pending_bits_.end(), words.begin() + 1);
+  // A joined rank waits on nothing: it agrees to every cached tensor, which
+  // then runs when the ranks still training have announced it.
+  if (joins_.has_joined(rank_)) {
+    std::fill(words.begin() + 1, words.end(), ~uint64_t{0});
+  } else {
+    std::copy(my_pending_bits_.begin(), my_pending_bits_.end(), words.begin() + 1);
+  }
   MPI_Request request;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
                           MPI_UINT64_T, MPI_BAND, comm_, &request);
@@ -269,7 +294,7 @@ std::vector<WaitingTensor> Negotiator::Waiting() const {
   for (const auto& [name, entry] : table_) {
     WaitingTensor w{name, {}, entry.first_seen};
     for (int r = 0; r < size_; ++r) {
-      if (!entry.seen[r]) w.missing_ranks.push_back(r);
+      if (!entry.seen[r] && !joins_.has_joined(r)) w.missing_ranks.push_back(r);
     }
     waiting.push_back(std::move(w));
   }

@@ -16,7 +16,12 @@
 // allgather runs only in rounds where some rank has something new to say.
 // The cache holds cache_capacity tensors and evicts the least recently used.
 // Unnamed eager ops' sequence names (IsSequenceName) never recur and are not
-// cached at all.
+// cached at all, nor are joins.
+//
+// Joins (join_state.h): a rank's join announcement marks it joined on every
+// rank. From the next round on, it sets every bit of the bit vector, so a
+// cached tensor is ready when the ranks still training announced it, and a
+// tensor in the table is ready when every rank announced it or joined.
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 #define TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 
@@ -29,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/core/runtime/join_state.h"
 #include "cc/core/runtime/request.h"
 #include "cc/core/status.h"
 #include "cc/core/transport/mpi_wait.h"
@@ -42,7 +48,12 @@ struct Announcement {
 
 struct ReadyTensor {
   std::string name;
-  std::vector<TensorDescription> per_rank;  // indexed by rank
+  // Indexed by rank; a stand-in's entry is the one DescribeStandIns gives it.
+  std::vector<TensorDescription> per_rank;
+  // Ranks that have joined and stand in for this tensor (join_state.h).
+  std::vector<int> stand_ins;
+  // A join only: the rank whose join came last, which join() returns.
+  int last_joined = -1;
 };
 
 struct RoundResult {
@@ -74,6 +85,8 @@ class Negotiator {
                RoundResult* result);
 
   std::vector<WaitingTensor> Waiting() const;
+  // This rank's join has been read: it stands in until every rank joins.
+  bool has_joined() const { return joins_.has_joined(rank_); }
   // From the next round on, say in full what this rank waits on by cache
   // bit, so that Waiting() can name the ranks that never sent it.
   void AnnounceCachedInFull();
@@ -114,6 +127,7 @@ class Negotiator {
   size_t cache_capacity_;
 
   std::map<std::string, Entry> table_;
+  JoinState joins_;
   uint64_t next_sequence_ = 0;
 
   // When full, the least recently used slot is evicted: every rank makes

@@ -10,6 +10,7 @@ const char* CollectiveTypeName(CollectiveType type) {
     case CollectiveType::kAlltoall: return "alltoall";
     case CollectiveType::kReducescatter: return "reducescatter";
     case CollectiveType::kBarrier: return "barrier";
+    case CollectiveType::kJoin: return "join";
   }
   return "unknown";
 }

@@ -21,6 +21,8 @@ enum class CollectiveType : int {
   kAlltoall = 3,
   kReducescatter = 4,
   kBarrier = 5,
+  // tfdist.join: completes once every rank has joined (join_state.h).
+  kJoin = 6,
 };
 
 const char* CollectiveTypeName(CollectiveType type);
@@ -82,6 +84,10 @@ struct Request {
   // Alltoall only: receives the rows that arrived from each rank.
   std::function<Status(const std::vector<int64_t>& received_splits)> report_splits;
   std::function<void(const Status&)> done;
+  // Set on the request that a rank which has joined (join_state.h) runs in
+  // place of a tensor it never submitted: it contributes the reduction's
+  // identity or no rows, and its result is thrown away.
+  bool stand_in = false;
 };
 
 }  // namespace tfdist

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
+#include <memory>
 
 #include "cc/core/runtime/calibration.h"
 #include "cc/core/runtime/fusion.h"
@@ -24,12 +24,6 @@ constexpr double kIdleTickMs = 100.0;
 
 double SecondsSince(Clock::time_point then) {
   return std::chrono::duration<double>(Clock::now() - then).count();
-}
-
-std::string JoinRanks(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
-  return s.str();
 }
 
 }  // namespace
@@ -90,6 +84,7 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
           "tfdist has been shut down; call tfdist.init() again before using collectives" +
           (stop_reason_.ok() ? std::string() : " (it stopped because: " + stop_reason_.message() + ")"));
     }
+    TFDIST_RETURN_IF_ERROR(CheckJoinLocked(requests));
     for (size_t i = 0; i < requests.size(); ++i) {
       if (names_in_flight_.insert(requests[i].name).second) continue;
       for (size_t j = 0; j < i; ++j) names_in_flight_.erase(requests[j].name);
@@ -98,9 +93,28 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
     if (queue_.empty()) queue_began_ = Clock::now();
-    for (Request& request : requests) queue_.push_back(std::move(request));
+    for (Request& request : requests) {
+      if (request.description.type == CollectiveType::kJoin) join_pending_ = true;
+      queue_.push_back(std::move(request));
+    }
   }
   if (wake_background) wake_.notify_one();
+  return Status::OK();
+}
+
+Status Runtime::CheckJoinLocked(const std::vector<Request>& requests) const {
+  for (const Request& request : requests) {
+    if (join_pending_) {
+      return Status::FailedPrecondition(
+          "tfdist: collective '" + request.name + "' was started on a rank that is waiting "
+          "in tfdist.join(); no collective can start on it until every rank has joined");
+    }
+    if (request.description.type == CollectiveType::kJoin && !names_in_flight_.empty()) {
+      return Status::FailedPrecondition(
+          "tfdist.join() was called while collective '" + *names_in_flight_.begin() +
+          "' is still in flight on this rank; wait for this rank's collectives first");
+    }
+  }
   return Status::OK();
 }
 
@@ -153,7 +167,12 @@ void Runtime::Finish() {
 }
 
 bool Runtime::WaitForWork() {
-  if (carry_over_.load(std::memory_order_acquire)) return true;
+  // A rank that has joined goes round again at once: the others' rounds,
+  // which it stands in for, must not wait for its cycle.
+  if (carry_over_.load(std::memory_order_acquire) ||
+      standing_in_.load(std::memory_order_acquire)) {
+    return true;
+  }
   // Sleep until woken (eager ops drive rounds themselves and only wake this
   // thread when they give up waiting). With nothing of its own waiting, a
   // rank still takes part in a round now and then (kIdleTickMs), so that the
@@ -212,9 +231,14 @@ bool Runtime::RunRoundLocked() {
   const int64_t start = timeline_.NowMicros();
   RoundResult result;
   // A round with nothing of this rank's own in it (an idle tick) waits for
-  // the other ranks' idle ticks, up to kIdleTickMs: it must not teach the
-  // polling budget that waits for work are long.
-  const WaitKind wait = announced_.empty() ? WaitKind::kIdle : WaitKind::kRendezvous;
+  // the other ranks' idle ticks, up to kIdleTickMs, and a joined rank waits
+  // for the others' next step: neither must teach the polling budget that
+  // waits for work are long, nor poll for long on a core the others compute
+  // on (with the rendezvous budget instead, tfdist.bench join measured no
+  // gain for the others).
+  const WaitKind wait = announced_.empty() || negotiator_->has_joined()
+                            ? WaitKind::kIdle
+                            : WaitKind::kRendezvous;
   Status status = negotiator_->Round(std::move(announcements), want_shutdown, wait, &result);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
@@ -227,6 +251,7 @@ bool Runtime::RunRoundLocked() {
   }
   stats_.negotiation_rounds++;
   carry_over_.store(negotiator_->has_carry_over(), std::memory_order_release);
+  standing_in_.store(negotiator_->has_joined(), std::memory_order_release);
   stats_.cached_rounds = negotiator_->cached_rounds();
   Execute(result.ready);
   if (!stop_reason_.ok()) return false;
@@ -243,26 +268,38 @@ bool Runtime::RunRoundLocked() {
 void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
   std::vector<Request*> requests;
   std::vector<const ReadyTensor*> tensors;
+  // What this rank runs for tensors it stands in for (join_state.h); held
+  // by pointer so that `requests` stays valid as it grows.
+  std::vector<std::unique_ptr<StandIn>> stand_ins;
   for (const ReadyTensor& tensor : ready) {
-    auto it = announced_.find(tensor.name);
-    if (it == announced_.end()) {
-      stop_reason_ = Status::Internal("tfdist: negotiated tensor '" + tensor.name +
-                                      "' is unknown on this rank");
-      return;
+    const bool standing_in = std::find(tensor.stand_ins.begin(), tensor.stand_ins.end(),
+                                       rank()) != tensor.stand_ins.end();
+    Request* request = nullptr;
+    if (standing_in) {
+      stand_ins.push_back(std::make_unique<StandIn>(tensor.name, tensor.per_rank[rank()]));
+      request = &stand_ins.back()->request;
+    } else {
+      auto it = announced_.find(tensor.name);
+      if (it == announced_.end()) {
+        stop_reason_ = Status::Internal("tfdist: negotiated tensor '" + tensor.name +
+                                        "' is unknown on this rank");
+        return;
+      }
+      request = &it->second;
     }
-    Request& request = it->second;
-    if (timeline_.enabled()) {
+    if (timeline_.enabled() && !standing_in) {
       const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(
           Clock::now() - announced_at_[tensor.name]);
       timeline_.Complete(tensor.name, "WAIT_FOR_OTHER_RANKS",
                          timeline_.NowMicros() - waited.count(), 1, 0, "");
     }
     Status valid = ValidateAcrossRanks(tensor.name, tensor.per_rank);
+    if (valid.ok()) valid = ValidateStandIns(tensor.name, tensor.per_rank[0], tensor.stand_ins);
     if (!valid.ok()) {
-      Complete(request, valid);
+      Complete(*request, valid);
       continue;
     }
-    requests.push_back(&request);
+    requests.push_back(request);
     tensors.push_back(&tensor);
   }
 
@@ -270,7 +307,7 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
   for (const Request* r : requests) descriptions.push_back(&r->description);
   for (const std::vector<size_t>& group : PlanFusion(descriptions, config_.fusion_threshold_bytes)) {
     Request& first = *requests[group[0]];
-    const std::vector<TensorDescription>& per_rank = tensors[group[0]]->per_rank;
+    const ReadyTensor& tensor = *tensors[group[0]];
     Status status;
     switch (first.description.type) {
       case CollectiveType::kAllreduce: {
@@ -279,11 +316,12 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
         status = executor_.Allreduce(members);
         break;
       }
-      case CollectiveType::kAllgather: status = executor_.Allgather(first, per_rank); break;
+      case CollectiveType::kAllgather: status = executor_.Allgather(first, tensor.per_rank); break;
       case CollectiveType::kBroadcast: status = executor_.Broadcast(first); break;
-      case CollectiveType::kAlltoall: status = executor_.Alltoall(first, per_rank); break;
+      case CollectiveType::kAlltoall: status = executor_.Alltoall(first, tensor.per_rank); break;
       case CollectiveType::kReducescatter: status = executor_.Reducescatter(first); break;
       case CollectiveType::kBarrier: status = executor_.Barrier(); break;
+      case CollectiveType::kJoin: status = executor_.Join(first, tensor.last_joined); break;
     }
     for (size_t i : group) Complete(*requests[i], status);
     // A failed transfer leaves the ranks out of step: nothing later can be
@@ -296,7 +334,12 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
 }
 
 void Runtime::Complete(Request& request, const Status& status) {
+  if (request.stand_in) {
+    if (!status.ok()) stats_.errors++;
+    return;  // this rank never submitted it: nobody waits for it here
+  }
   const std::string name = request.name;
+  const bool join = request.description.type == CollectiveType::kJoin;
   auto done = std::move(request.done);
   announced_.erase(name);
   announced_at_.erase(name);
@@ -304,6 +347,7 @@ void Runtime::Complete(Request& request, const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     names_in_flight_.erase(name);
+    if (join) join_pending_ = false;
   }
   if (!status.ok()) stats_.errors++;
   if (done) done(status);
@@ -316,6 +360,7 @@ void Runtime::FailAllInFlight(const Status& status) {
     stopped_ = true;
     queued.swap(queue_);
     names_in_flight_.clear();
+    join_pending_ = false;
   }
   for (Request& r : queued) {
     if (r.done) r.done(status);
@@ -354,7 +399,7 @@ void Runtime::InspectStalls() {
                  rank(), name.c_str(), waited,
                  m == missing.end()
                      ? "the ranks that have not submitted it are being identified"
-                     : ("ranks that have not submitted it: " + JoinRanks(m->second)).c_str());
+                     : ("ranks that have not submitted it: " + RankList(m->second)).c_str());
   }
   if (abort_after > 0 && oldest >= abort_after) {
     std::fprintf(stderr,

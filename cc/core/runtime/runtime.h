@@ -22,6 +22,7 @@
 #include "cc/core/runtime/executor.h"
 #include "cc/core/runtime/negotiation.h"
 #include "cc/core/runtime/request.h"
+#include "cc/core/runtime/stand_in.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
 #include "cc/core/transport/mpi_transport.h"
@@ -77,6 +78,9 @@ class Runtime {
   // Fails what still waits and lets the background thread exit; round_mutex_ held.
   void Finish();
   bool QueuedWorkOrShutdown();
+  // Refuses a join while this rank has collectives in flight, and any
+  // collective while its join waits (join_state.h); mutex_ held.
+  Status CheckJoinLocked(const std::vector<Request>& requests) const;
   void Execute(const std::vector<ReadyTensor>& ready);
   void Complete(Request& request, const Status& status);
   void FailAllInFlight(const Status& status);
@@ -94,6 +98,7 @@ class Runtime {
   std::condition_variable wake_;
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
+  bool join_pending_ = false;  // this rank's join() has not completed
   std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
   BurstMemory bursts_;  // used by the background thread only
   bool shutdown_requested_ = false;
@@ -107,6 +112,7 @@ class Runtime {
   // Copies of round state that the background thread reads while waiting.
   std::atomic<size_t> announced_count_{0};
   std::atomic<bool> carry_over_{false};
+  std::atomic<bool> standing_in_{false};  // this rank has joined
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
   std::chrono::steady_clock::time_point last_stall_check_;

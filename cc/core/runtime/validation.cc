@@ -1,5 +1,6 @@
 #include "cc/core/runtime/validation.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace tfdist {
@@ -86,6 +87,7 @@ Status ValidateAcrossRanks(const std::string& name,
                                    ShapeTail));
       break;
     case CollectiveType::kBarrier:
+    case CollectiveType::kJoin:
       break;
   }
   if (type == CollectiveType::kAllreduce || type == CollectiveType::kReducescatter) {
@@ -104,6 +106,31 @@ Status ValidateAcrossRanks(const std::string& name,
   if (type == CollectiveType::kBroadcast) {
     TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "root rank",
                                  [](const D& d) { return std::to_string(d.root); }));
+  }
+  return Status::OK();
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
+  return s.str();
+}
+
+Status ValidateStandIns(const std::string& name, const TensorDescription& description,
+                        const std::vector<int>& stand_ins) {
+  if (stand_ins.empty()) return Status::OK();
+  const std::string joined = "rank" + std::string(stand_ins.size() > 1 ? "s " : " ") +
+                             RankList(stand_ins) + (stand_ins.size() > 1 ? " have" : " has") +
+                             " called tfdist.join()";
+  if (description.type == CollectiveType::kAlltoall) {
+    return Status::FailedPrecondition("tfdist: alltoall '" + name + "' cannot run while " +
+                                      joined + ": the rows sent to it would be lost");
+  }
+  if (description.type == CollectiveType::kBroadcast &&
+      std::find(stand_ins.begin(), stand_ins.end(), description.root) != stand_ins.end()) {
+    return Status::FailedPrecondition("tfdist: broadcast '" + name + "' has root rank " +
+                                      std::to_string(description.root) + ", but " + joined +
+                                      " and has nothing to send");
   }
   return Status::OK();
 }

@@ -15,6 +15,14 @@ namespace tfdist {
 Status ValidateAcrossRanks(const std::string& name,
                            const std::vector<TensorDescription>& per_rank);
 
+// "0, 2, 3": ranks as the messages name them.
+std::string RankList(const std::vector<int>& ranks);
+
+// What a joined rank cannot stand in for (join_state.h): a broadcast from it,
+// and an alltoall, whose rows for it would be lost.
+Status ValidateStandIns(const std::string& name, const TensorDescription& description,
+                        const std::vector<int>& stand_ins);
+
 }  // namespace tfdist
 
 #endif  // TFDIST_CORE_RUNTIME_VALIDATION_H_
