@@ -1,5 +1,5 @@
 """Keras 3 data-parallel training under mpirun: DistributedOptimizer, DistributedGradientTape,
-callbacks, LossScaleOptimizer, Embedding, save/load, jit_compile.
+callbacks, LossScaleOptimizer, Embedding, save/load, jit_compile, uneven data with join().
 
 Every check trains a few steps with different data on every rank and
 compares every rank's weights with a single-process numpy reference that

@@ -69,8 +69,14 @@ def local_gradients(weights: Sequence[np.ndarray], x: np.ndarray, y: np.ndarray,
 def reference_sgd(size: int, steps: int, lr: float, momentum: float = 0.0,
                   passes_per_update: int = 1, average_passes: bool = False,
                   global_clipnorm: Optional[float] = None,
-                  mean: Callable = lambda grads: np.mean(grads, axis=0)) -> List[np.ndarray]:
-    """Weights after ``steps`` batches of data-parallel SGD on ``size`` ranks, in numpy."""
+                  mean: Callable = lambda grads: np.mean(grads, axis=0),
+                  rank_steps: Optional[Sequence[int]] = None) -> List[np.ndarray]:
+    """Weights after ``steps`` batches of data-parallel SGD on ``size`` ranks, in numpy.
+
+    With ``rank_steps``, rank r has only ``rank_steps[r]`` batches and
+    contributes a zero gradient after them (what a rank that has called
+    tfdist.join() does), still counted in the mean.
+    """
     weights = [w.astype("float64") for w in initial_weights()]
     velocity = [np.zeros_like(w) for w in weights]
     data = [rank_data(r, steps) for r in range(size)]
@@ -78,6 +84,8 @@ def reference_sgd(size: int, steps: int, lr: float, momentum: float = 0.0,
     for step in range(steps):
         rows = slice(step * BATCH, (step + 1) * BATCH)
         for r in range(size):
+            if rank_steps is not None and step >= rank_steps[r]:
+                continue  # out of data: adds nothing
             grads = local_gradients([w.astype("float32") for w in weights],
                                     data[r][0][rows], data[r][1][rows])
             accumulated[r] = [a + g for a, g in zip(accumulated[r], grads)]

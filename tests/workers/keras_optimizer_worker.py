@@ -38,13 +38,10 @@ def check_fit_matches_reference():
     assert differs_somewhere(plain.get_weights(), expected), "unwrapped run matched reference"
 
 
-def check_custom_loops():
-    size, rank = hvd.size(), hvd.rank()
-    x, y = rank_data(rank, STEPS)
+def train_with_tape(steps):
+    """A fresh model trained for ``steps`` of this rank's batches with DistributedGradientTape."""
+    x, y = rank_data(hvd.rank(), steps)
     loss_fn = keras.losses.MeanSquaredError()
-
-    # DistributedGradientTape + plain optimizer, inside tf.function.
-    expected = reference_sgd(size, STEPS, LR, MOMENTUM)
     model = make_model()
     optimizer = keras.optimizers.SGD(LR, momentum=MOMENTUM)
 
@@ -56,8 +53,19 @@ def check_custom_loops():
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
 
-    for s in range(STEPS):
+    for s in range(steps):
         tape_step(x[s * BATCH:(s + 1) * BATCH], y[s * BATCH:(s + 1) * BATCH])
+    return model
+
+
+def check_custom_loops():
+    size, rank = hvd.size(), hvd.rank()
+    x, y = rank_data(rank, STEPS)
+    loss_fn = keras.losses.MeanSquaredError()
+
+    # DistributedGradientTape + plain optimizer, inside tf.function.
+    expected = reference_sgd(size, STEPS, LR, MOMENTUM)
+    model = train_with_tape(STEPS)
     assert_weights(model.get_weights(), expected, "DistributedGradientTape in tf.function")
 
     # DistributedOptimizer.apply, eagerly, with global_clipnorm: the clip must
@@ -74,6 +82,20 @@ def check_custom_loops():
                         model.trainable_variables)
     assert_weights(model.get_weights(), expected, "DistributedOptimizer.apply eager + clip")
     assert_same_on_all_ranks(model.get_weights(), "apply")
+
+
+def check_uneven_data_with_join():
+    """Rank r has STEPS - 1 + r batches, then calls join(): the others train on without it.
+
+    Its gradient counts as zero in their average (Horovod's rule), so each
+    rank's weights are the reference's after that rank's own number of steps.
+    """
+    size, rank = hvd.size(), hvd.rank()
+    rank_steps = [STEPS - 1 + r for r in range(size)]
+    model = train_with_tape(rank_steps[rank])
+    assert hvd.join() == size - 1
+    expected = reference_sgd(size, rank_steps[rank], LR, MOMENTUM, rank_steps=rank_steps)
+    assert_weights(model.get_weights(), expected, "uneven data with join")
 
 
 def check_options():
@@ -225,6 +247,7 @@ def main():
     directory = sys.argv[1]
     check_fit_matches_reference()
     check_custom_loops()
+    check_uneven_data_with_join()
     check_options()
     check_loss_scale_optimizer()
     check_embedding()
