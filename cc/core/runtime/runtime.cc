@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "cc/core/runtime/calibration.h"
 #include "cc/core/runtime/fusion.h"
@@ -74,7 +75,13 @@ Status Runtime::Enqueue(Request request, bool wake_background) {
   return EnqueueGroup(std::move(one), wake_background);
 }
 
-void Runtime::WakeBackground() { wake_.notify_one(); }
+void Runtime::WakeBackground() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_requested_ = true;
+  }
+  wake_.notify_one();
+}
 
 Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background) {
   {
@@ -184,9 +191,13 @@ bool Runtime::WaitForWork() {
       have_work ? config_.cycle_time_ms : std::max(config_.cycle_time_ms, kIdleTickMs));
   std::unique_lock<std::mutex> lock(mutex_);
   const bool woken = wake_.wait_for(lock, wait, [&] {
-    return !queue_.empty() || shutdown_requested_ || finished_.load();
+    return !queue_.empty() || shutdown_requested_ || finished_.load() || wake_requested_;
   });
-  if (!woken) return true;  // timed out: a round is due whatever the queue holds
+  // An eager op that gave up driving rounds itself hands its request, which
+  // it already announced, to this thread: a round is due now, not at the
+  // idle tick (which cost up to 100 ms when the other rank came late).
+  const bool handed_over = std::exchange(wake_requested_, false) && queue_.empty();
+  if (!woken || handed_over) return true;  // a round is due whatever the queue holds
   if (shutdown_requested_ || queue_.empty()) return false;
   // A graph hands over its collectives one kernel at a time, a few µs apart.
   // Let such a burst finish arriving, so that it is negotiated and fused in

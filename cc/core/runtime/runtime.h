@@ -99,6 +99,7 @@ class Runtime {
   std::vector<Request> queue_;      // handed over, not yet announced
   std::set<std::string> names_in_flight_;
   bool join_pending_ = false;  // this rank's join() has not completed
+  bool wake_requested_ = false;  // WakeBackground() was called
   std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
   BurstMemory bursts_;  // used by the background thread only
   bool shutdown_requested_ = false;
