@@ -55,7 +55,15 @@ PollingBudget& BudgetFor(WaitKind kind) {
   constexpr auto kLimit = std::chrono::milliseconds(2);
   thread_local PollingBudget transfer(kLimit);
   thread_local PollingBudget rendezvous(kLimit, kOversubscribedRendezvousPoll);
-  return kind == WaitKind::kTransfer ? transfer : rendezvous;
+  thread_local PollingBudget stand_in(kLimit, kOversubscribedRendezvousPoll);
+  switch (kind) {
+    case WaitKind::kTransfer: return transfer;
+    case WaitKind::kStandIn: return stand_in;
+    case WaitKind::kRendezvous:
+    case WaitKind::kIdle:  // never recorded; see WaitAllPolitely
+      break;
+  }
+  return rendezvous;
 }
 
 }  // namespace

@@ -33,6 +33,12 @@ enum class WaitKind {
   // first steps of every training run (and for good, when waits in
   // training were long enough to keep the score from recovering).
   kIdle,
+  // A round of a rank that has joined (tfdist.join): it waits for the next
+  // collective of the ranks still training. Its own budget: it should poll
+  // while those come back to back (eager loops) and sleep while they come
+  // after computation (training), without teaching either to the budgets
+  // this rank uses once it trains again.
+  kStandIn,
 };
 
 // Completes `count` requests; returns Internal with MPI's error string if any
