@@ -8,6 +8,7 @@ BENCHMARKS = {
     "allreduce": "tfdist.bench.allreduce",   # the collective engine vs MPI_Allreduce
     "runtime": "tfdist.bench.runtime",       # eager latency and tf.function steps
     "training": "tfdist.bench.training",     # Keras training throughput vs the ceiling
+    "join": "tfdist.bench.join",             # what a joined rank costs the others
 }
 
 
