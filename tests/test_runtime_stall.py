@@ -1,4 +1,5 @@
-"""TFDIST_STALL_SHUTDOWN_TIME: a job with a rank that stops submitting aborts, at np = 2, 3, 4.
+"""TFDIST_STALL_SHUTDOWN_TIME: a job with a rank that stops submitting aborts, at np = 2, 3, 4;
+a rank that waits long in join() is reported and does not abort the job.
 
 Without the setting the job would wait forever (the test's timeout would
 fire); with it every process ends, non-zero, a few seconds after the stall
@@ -27,3 +28,16 @@ def test_stall_shutdown_aborts_every_rank(np_):
     assert "'cached.x' has waited" in output, output[-4000:]
     assert f"ranks that have not submitted it: {np_ - 1}" in output, output[-4000:]
     assert "longer than TFDIST_STALL_SHUTDOWN_TIME=4 s; aborting the job" in output
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_long_join_is_reported_but_does_not_abort(np_):
+    output = run_workers("runtime_join_wait.py", np_, timeout=120,
+                         env={"TFDIST_STALL_CHECK_TIME": "1",
+                              "TFDIST_STALL_SHUTDOWN_TIME": "4"})
+    for rank in range(np_):
+        assert f"JOINED rank {rank}" in output, output[-4000:]
+    waiting_for = "rank 0" if np_ == 2 else "ranks 0, 1"
+    assert (f"tfdist (rank {np_ - 1}): has waited" in output
+            and f"in join() for {waiting_for} to join" in output), output[-4000:]
+    assert "aborting the job" not in output

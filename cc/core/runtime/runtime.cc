@@ -391,12 +391,20 @@ void Runtime::InspectStalls() {
   last_stall_check_ = Clock::now();
   const double check_after = config_.stall_check_seconds;
   const double abort_after = config_.stall_shutdown_seconds;
+  // A join waits, by design, for as long as the other ranks still train:
+  // it is reported, but never counts as a stall that aborts the job.
+  auto is_join = [this](const std::string& name) {
+    auto it = announced_.find(name);
+    return it != announced_.end() && it->second.description.type == CollectiveType::kJoin;
+  };
   double oldest = 0;
+  double oldest_any = 0;
   for (const auto& [name, since] : announced_at_) {
-    (void)name;
-    oldest = std::max(oldest, SecondsSince(since));
+    const double waited = SecondsSince(since);
+    oldest_any = std::max(oldest_any, waited);
+    if (!is_join(name)) oldest = std::max(oldest, waited);
   }
-  if (oldest < check_after && (abort_after <= 0 || oldest < abort_after)) return;
+  if (oldest_any < check_after && (abort_after <= 0 || oldest < abort_after)) return;
 
   negotiator_->AnnounceCachedInFull();
   std::map<std::string, std::vector<int>> missing;
@@ -405,12 +413,24 @@ void Runtime::InspectStalls() {
     const double waited = SecondsSince(since);
     if (waited < check_after) continue;
     auto m = missing.find(name);
+    const std::string ranks =
+        m == missing.end() ? std::string() : RankList(m->second);
+    if (is_join(name)) {
+      if (SecondsSince(last_join_report_) < check_after) continue;
+      last_join_report_ = Clock::now();
+      std::fprintf(stderr,
+                   "tfdist (rank %d): has waited %.0f s in join() for %s to join; "
+                   "it stands in for their collectives meanwhile\n",
+                   rank(), waited,
+                   ranks.empty() ? "the other ranks"
+                                 : ((m->second.size() == 1 ? "rank " : "ranks ") + ranks).c_str());
+      continue;
+    }
     std::fprintf(stderr,
                  "tfdist stall (rank %d): '%s' has waited %.0f s for the other ranks; %s\n",
                  rank(), name.c_str(), waited,
-                 m == missing.end()
-                     ? "the ranks that have not submitted it are being identified"
-                     : ("ranks that have not submitted it: " + RankList(m->second)).c_str());
+                 ranks.empty() ? "the ranks that have not submitted it are being identified"
+                               : ("ranks that have not submitted it: " + ranks).c_str());
   }
   if (abort_after > 0 && oldest >= abort_after) {
     std::fprintf(stderr,

@@ -117,6 +117,7 @@ class Runtime {
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
   std::chrono::steady_clock::time_point last_stall_check_;
+  std::chrono::steady_clock::time_point last_join_report_;
 
   std::thread thread_;
 };
