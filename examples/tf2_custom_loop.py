@@ -2,9 +2,13 @@
 
     mpirun -np 2 python examples/tf2_custom_loop.py
 
-The loop is the ordinary GradientTape loop; the two tfdist lines are
-``DistributedGradientTape`` (averages the gradients across ranks) and the
-broadcast of the initial variables from rank 0.
+The loop is the ordinary GradientTape loop; the tfdist lines are
+``DistributedGradientTape`` (averages the gradients across ranks), the
+broadcast of the initial variables from rank 0, and ``tfdist.join()`` at the
+end of each epoch: every rank trains on all of its shard, and shards need
+not give the same number of batches (at 3 ranks, rank 0 has one more). A
+rank that runs out joins and stands in for the others' allreduces until
+they have joined too.
 """
 from __future__ import annotations
 
@@ -54,16 +58,16 @@ def main() -> int:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    # Equal step counts on every rank (shards may differ by one example):
-    # a rank with an extra step would wait for the others in its allreduce.
+    # Shards may differ by one example, and so by one batch.
     steps = len(x_train) // args.batch_size
-    steps = int(tfdist.allreduce(tf.constant(steps), op=tfdist.Min, name="steps").numpy())
     shuffle = np.random.RandomState(rank)
     for epoch in range(args.epochs):
         order = shuffle.permutation(len(x_train))
         losses = [train_step(x_train[order[i * args.batch_size:(i + 1) * args.batch_size]],
                              y_train[order[i * args.batch_size:(i + 1) * args.batch_size]])
                   for i in range(steps)]
+        # Out of batches: wait for the others, standing in for their allreduces.
+        tfdist.join()
         logits = model(x_val, training=False)
         accuracy = float(np.mean(np.argmax(logits, axis=1) == y_val))
         mean_loss = float(tfdist.allreduce(tf.reduce_mean(losses), name="epoch_loss"))

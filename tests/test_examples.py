@@ -20,7 +20,8 @@ def test_keras_digits_reaches_95_percent(np_):
 
 
 def test_custom_loop_reaches_95_percent():
-    output = run_workers("examples/tf2_custom_loop.py", 2, args=["--min-accuracy", "0.95"],
+    # 3 ranks: the shards give 15, 14 and 14 batches, so two ranks join early every epoch.
+    output = run_workers("examples/tf2_custom_loop.py", 3, args=["--min-accuracy", "0.95"],
                          timeout=300)
     assert final_accuracy(output) >= 0.95
 
