@@ -1,1 +1,14 @@
-"""Benchmarks: ``python -m tfdist.bench {allreduce,runtime,training}`` under mpirun."""
+"""Benchmarks: ``python -m tfdist.bench {allreduce,runtime,training,join}`` under mpirun."""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional
+
+
+def write_json(path: Optional[str], results: Dict[str, Any]) -> None:
+    """Writes ``results`` to ``path`` as indented JSON (nothing when ``path`` is None)."""
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")

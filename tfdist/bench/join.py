@@ -13,7 +13,6 @@ numpy in every block.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Dict, List
@@ -22,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
+from tfdist.bench import write_json
 
 STEP_TENSORS = 100
 STEP_ELEMENTS = 16 * 1024 // 4
@@ -125,9 +125,6 @@ def main(argv: List[str]) -> int:
               f"{us['paced_step_all_active'] / 1e3:.2f} ms all active, "
               f"{us['paced_step_joined'] / 1e3:.2f} ms joined "
               f"({results['ratio_paced_step_joined_vs_active']:.2f}x)")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=2)
-                f.write("\n")
+        write_json(args.json, results)
     tfdist.shutdown()
     return 0

@@ -18,7 +18,6 @@ goes then hits both sides of a ratio alike.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Callable, Dict, List
@@ -27,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
+from tfdist.bench import write_json
 
 STEP_TENSORS = 100
 STEP_TENSOR_BYTES = 16 * 1024
@@ -154,9 +154,6 @@ def main(argv: List[str]) -> int:
               f"{results['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
               f"per step); goal <= 2x. The same step without communication: "
               f"{us['local_function_100x16KiB']:.1f} us")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=2)
-                f.write("\n")
+        write_json(args.json, results)
     tfdist.shutdown()
     return 0
