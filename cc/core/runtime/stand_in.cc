@@ -12,7 +12,7 @@ StandIn::StandIn(const std::string& name, const TensorDescription& description) 
   // At least one byte, so that every pointer handed out is a real one.
   output_.resize(std::max<size_t>(1, static_cast<size_t>(elements) *
                                          DataTypeSize(description.dtype)));
-  request.input = output_.data();
+  request.input = no_input_;
   request.output = output_.data();
   request.allocate_output = [this](const std::vector<int64_t>& shape, void** data) {
     int64_t elements = 1;

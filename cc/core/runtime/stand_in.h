@@ -22,6 +22,10 @@ struct StandIn {
   Request request;  // its callbacks point into this object
 
  private:
+  // What `request.input` points at: a stand-in sends nothing of its own,
+  // but a zero-byte copy still wants a valid address, and output_ moves
+  // when allocate_output resizes it.
+  uint8_t no_input_[1] = {};
   std::vector<uint8_t> output_;
 };
 
