@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 echo "== C++ unit tests"
 make --no-print-directory -C cc test
+echo "== C++ unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+make --no-print-directory -C cc -j2 sanitize
 echo "== Python tests"
 pytest -q tests "$@"

@@ -103,7 +103,10 @@ Bytes PatternBlock(int a, int b, size_t bytes) {
 long long FirstMismatch(const Bytes& actual, const Bytes& expected,
                         size_t element_size) {
   if (actual.size() != expected.size()) return 0;
-  if (std::memcmp(actual.data(), expected.data(), actual.size()) == 0) return -1;
+  // memcmp wants valid pointers even for zero bytes; an empty vector has none.
+  if (actual.empty() || std::memcmp(actual.data(), expected.data(), actual.size()) == 0) {
+    return -1;
+  }
   for (size_t i = 0; i < actual.size(); ++i) {
     if (actual[i] != expected[i]) return static_cast<long long>(i / element_size);
   }
