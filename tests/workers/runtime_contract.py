@@ -498,6 +498,18 @@ def uneven_step(rank, size, step, active, fused_step):
     # Average divides by every rank, joined ones included (Horovod's rule).
     got = tfdist.allreduce(tf.fill([3], value(rank)), op=tfdist.Average, name="join.average")
     np.testing.assert_allclose(got.numpy(), sum(value(r) for r in active) / size, rtol=1e-6)
+    # Large tensors run alone, in place, each with every algorithm; a joined rank
+    # must put the same bytes on the wire (the ring scales as it goes).
+    big = np.arange(300_000, dtype=np.float32) % 97 + value(rank)
+    for algorithm in sorted(ALGORITHMS):
+        got = tfdist.allreduce(tf.constant(big), op=tfdist.Average, algorithm=algorithm,
+                               name=f"join.big.{algorithm}")
+        expected = sum(np.arange(300_000, dtype=np.float64) % 97 + value(r) for r in active)
+        np.testing.assert_allclose(got.numpy(), expected / size, rtol=1e-5,
+                                   err_msg=f"{algorithm}, active ranks {active}")
+    half = tfdist.allreduce(tf.fill([5], tf.constant(value(rank), tf.float16)), op=tfdist.Sum,
+                            name="join.float16")
+    np.testing.assert_allclose(half.numpy(), sum(value(r) for r in active), rtol=1e-3)
     # A tf.function's burst, fused and (after its first step) announced by cache bit.
     outs = fused_step(tf.constant(float(rank)))
     for i, out in enumerate(outs):

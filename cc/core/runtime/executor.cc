@@ -63,15 +63,25 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // One tensor reduced in its own type runs in its output buffer; anything
   // else is packed into the fusion buffer, converted to the accumulation type.
   const bool in_place = group.size() == 1 && accumulation == d.dtype;
-  void* buffer = group[0]->output;
   // The ring reads the input where it lies, writes the result straight into
   // the output and applies the postscale as it goes: no pass over memory of
   // its own, which for large tensors is most of what the executor costs.
-  const bool direct_ring = in_place && algorithm == AllreduceAlgorithm::kRing &&
-                           d.prescale == 1.0 && !group[0]->stand_in;
-  if (in_place && group[0]->input != buffer) AdviseHugePages(buffer, bytes);
+  // What goes on the wire depends on this choice (the ring forwards scaled
+  // chunks), so it depends only on the description, the same on every rank.
+  const bool direct_ring =
+      in_place && algorithm == AllreduceAlgorithm::kRing && d.prescale == 1.0;
+  // A stand-in (join_state.h) runs the same steps on the identity, in the
+  // fusion buffer, which it reuses, rather than in memory of its own.
+  const bool stand_in = in_place && group[0]->stand_in;
+  void* buffer = group[0]->output;
+  if (stand_in) {
+    if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
+    buffer = fusion_buffer_.data();
+  } else if (in_place && group[0]->input != buffer) {
+    AdviseHugePages(buffer, bytes);
+  }
   int64_t start = timeline_.NowMicros();
-  if (in_place && !direct_ring) {
+  if (in_place && (!direct_ring || stand_in)) {
     CopyIn(*group[0], buffer, d.dtype, total);
     timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
   } else if (!in_place) {
@@ -88,23 +98,25 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
 
   start = timeline_.NowMicros();
   Status status = direct_ring
-                      ? RingAllreduceOutOfPlace(transport_, group[0]->input, buffer, total,
-                                                accumulation, d.op, d.postscale)
+                      ? RingAllreduceOutOfPlace(transport_, stand_in ? buffer : group[0]->input,
+                                                buffer, total, accumulation, d.op, d.postscale)
                       : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
 
   start = timeline_.NowMicros();
-  if (in_place && !direct_ring && d.postscale != 1.0) {
+  if (in_place && !direct_ring && !stand_in && d.postscale != 1.0) {
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
     timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
   } else if (!in_place) {
     size_t offset = 0;
     for (Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
-      ConvertScaled(fusion_buffer_.data() + offset, accumulation, r->output, d.dtype,
-                    n, d.postscale);
+      if (!r->stand_in) {  // nobody reads a stand-in's result
+        ConvertScaled(fusion_buffer_.data() + offset, accumulation, r->output, d.dtype,
+                      n, d.postscale);
+      }
       offset += n * element;
     }
     timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");

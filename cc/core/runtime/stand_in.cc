@@ -8,8 +8,12 @@ StandIn::StandIn(const std::string& name, const TensorDescription& description) 
   request.name = name;
   request.description = description;
   request.stand_in = true;
-  const int64_t elements = std::max<int64_t>(description.num_elements(), 0);
-  // At least one byte, so that every pointer handed out is a real one.
+  // Only a broadcast writes into the kernel-allocated output (the executor
+  // runs an allreduce's stand-in in its fusion buffer); the others allocate
+  // through allocate_output. At least one byte, so every pointer is real.
+  const int64_t elements = description.type == CollectiveType::kBroadcast
+                               ? std::max<int64_t>(description.num_elements(), 0)
+                               : 0;
   output_.resize(std::max<size_t>(1, static_cast<size_t>(elements) *
                                          DataTypeSize(description.dtype)));
   request.input = no_input_;

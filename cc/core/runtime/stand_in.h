@@ -1,7 +1,8 @@
 // The request a rank that has joined (join_state.h) runs for a tensor that
-// the ranks still training submitted: it owns the buffers the collective
-// writes to, which are thrown away, and reads no input (the executor
-// contributes the reduction's identity, or no rows, for a stand-in).
+// the ranks still training submitted: it owns the buffers a broadcast,
+// allgather or reducescatter writes to, which are thrown away, and reads no
+// input (the executor contributes the reduction's identity, or no rows, and
+// runs an allreduce's stand-in in its own fusion buffer).
 #ifndef TFDIST_CORE_RUNTIME_STAND_IN_H_
 #define TFDIST_CORE_RUNTIME_STAND_IN_H_
 
