@@ -1,7 +1,8 @@
 """The runtime contract (DESIGN.md; issue 3) at np = 2, 3 and 4.
 
 One mpirun per size runs tests/workers/runtime_contract.py, which checks, on
-every rank and against numpy: submission in different orders (threads and
+every rank and against numpy: init() failing on every rank when ranks'
+settings differ, submission in different orders (threads and
 inside one tf.function), cross-rank validation errors, duplicate names,
 fusion (and TFDIST_FUSION_THRESHOLD=0), a tf.function's burst of allreduces fused
 into one collective per step, the response cache, grouped_allreduce,
@@ -17,7 +18,7 @@ import pytest
 
 from mpi_harness import run_workers
 
-CHECKS = ["basic", "idle_cpu", "out_of_order_threads", "out_of_order_function", "mismatches",
+CHECKS = ["settings_agree", "basic", "idle_cpu", "out_of_order_threads", "out_of_order_function", "mismatches",
           "duplicate_name", "fusion threshold=None", "graph_burst", "cache on=True", "grouped_allreduce",
           "alltoall", "reducescatter", "allgather", "functions", "join cache=on", "shutdown",
           "timeline", "fusion threshold=1024", "cache on=False", "join cache=off", "fusion threshold=0", "cache_eviction",

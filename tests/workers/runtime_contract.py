@@ -1,6 +1,7 @@
 """Checks the runtime contract (DESIGN.md, issue 3) on every rank, against numpy.
 
-One job covers many checks, in three runtime lifetimes:
+One job covers many checks, after init() refuses settings that differ between
+ranks, in three runtime lifetimes:
   1. default settings (TFDIST_TIMELINE set by the test): ordering, validation,
      fusion, the response cache, every collective and the functions;
   2. after shutdown(): a collective fails clearly; then init() again with
@@ -645,8 +646,23 @@ def check_stall_report(rank, size):
     ok("stall_report")
 
 
+def check_settings_must_agree():
+    """Ranks whose fusion or cache settings differ would run different collectives."""
+    from mpi4py import MPI
+    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+    expect_error(tfdist.InitError,
+                 lambda: tfdist.init(fusion_threshold=1024 if rank == size - 1 else 4096),
+                 "ranks disagree on TFDIST_FUSION_THRESHOLD",
+                 f"rank 0 has 4096, rank {size - 1} has 1024")
+    expect_error(tfdist.InitError, lambda: tfdist.init(cache_capacity=8 + (rank == 1)),
+                 "TFDIST_CACHE_CAPACITY", "rank 1 has 9")
+    assert not tfdist.is_initialized()
+    ok("settings_agree")
+
+
 def body():
     timeline = os.environ.get("TFDIST_TIMELINE", "")
+    check_settings_must_agree()
     tfdist.init()
     rank, size = tfdist.rank(), tfdist.size()
     assert size > 1

@@ -9,6 +9,7 @@
 
 #include "cc/core/runtime/calibration.h"
 #include "cc/core/runtime/fusion.h"
+#include "cc/core/runtime/settings_agreement.h"
 #include "cc/core/runtime/validation.h"
 
 namespace tfdist {
@@ -27,12 +28,26 @@ double SecondsSince(Clock::time_point then) {
   return std::chrono::duration<double>(Clock::now() - then).count();
 }
 
+// Every rank sees every rank's settings, so every rank reaches the same verdict.
+Status CheckSettingsAgreeAcross(MPI_Comm comm, const RuntimeConfig& config) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const SharedSettings mine = SharedSettingsOf(config);
+  std::vector<SharedSettings> per_rank(size);
+  const int rc = MPI_Allgather(&mine, sizeof mine, MPI_BYTE, per_rank.data(), sizeof mine,
+                               MPI_BYTE, comm);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather of the settings");
+  return CheckSettingsAgree(per_rank);
+}
+
 }  // namespace
 
 Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
                        std::unique_ptr<Runtime>* out) {
   std::unique_ptr<MpiTransport> transport;
   TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &transport));
+  // Before anything collective that depends on them (the calibration does).
+  TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(transport->comm(), config));
   std::unique_ptr<Negotiator> negotiator;
   TFDIST_RETURN_IF_ERROR(Negotiator::Create(comm, config.cache_capacity, &negotiator));
   LinkCost link_cost{};

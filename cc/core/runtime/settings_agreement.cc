@@ -1,0 +1,73 @@
+#include "cc/core/runtime/settings_agreement.h"
+
+#include <sstream>
+#include <string>
+
+#include "cc/core/collectives/algorithm.h"
+
+namespace tfdist {
+
+namespace {
+
+template <typename T>
+std::string Text(T value) {
+  std::ostringstream s;
+  s.precision(17);
+  s << value;
+  return s.str();
+}
+
+// Compares one setting of every rank with rank 0's, as text.
+template <typename Describe>
+Status Agree(const std::vector<SharedSettings>& per_rank, const char* setting,
+             Describe describe) {
+  const std::string expected = describe(per_rank[0]);
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    const std::string actual = describe(per_rank[r]);
+    if (actual != expected) {
+      return Status::FailedPrecondition(
+          "ranks disagree on " + std::string(setting) + ": rank 0 has " +
+          expected + ", rank " + std::to_string(r) + " has " + actual +
+          "; every rank must use the same value (environment variable or init() argument)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
+  SharedSettings s;
+  s.default_algorithm = static_cast<int32_t>(config.default_algorithm);
+  s.calibration_cached = config.calibration_cache_dir.empty() ? 0 : 1;
+  s.fusion_threshold_bytes = config.fusion_threshold_bytes;
+  s.cache_capacity = config.cache_capacity;
+  s.latency_seconds = config.latency_seconds;
+  s.seconds_per_byte = config.seconds_per_byte;
+  s.reduce_seconds_per_byte = config.reduce_seconds_per_byte;
+  return s;
+}
+
+Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
+  if (per_rank.empty()) return Status::OK();
+  using S = SharedSettings;
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_FUSION_THRESHOLD",
+                               [](const S& s) { return Text(s.fusion_threshold_bytes); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_CACHE_CAPACITY",
+                               [](const S& s) { return Text(s.cache_capacity); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_ALLREDUCE_ALGORITHM", [](const S& s) {
+    return std::string(
+        AllreduceAlgorithmName(static_cast<AllreduceAlgorithm>(s.default_algorithm)));
+  }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_LATENCY",
+                               [](const S& s) { return Text(s.latency_seconds); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_SECONDS_PER_BYTE",
+                               [](const S& s) { return Text(s.seconds_per_byte); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_REDUCE_SECONDS_PER_BYTE",
+                               [](const S& s) { return Text(s.reduce_seconds_per_byte); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "whether TFDIST_CALIBRATION_CACHE_DIR is set",
+                               [](const S& s) { return s.calibration_cached ? "yes" : "no"; }));
+  return Status::OK();
+}
+
+}  // namespace tfdist
