@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -23,10 +22,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSettle = std::chrono::microseconds(100);
 // Rounds per second of a rank with nothing to do: 10, about 0.1% of a core.
 constexpr double kIdleTickMs = 100.0;
-
-double SecondsSince(Clock::time_point then) {
-  return std::chrono::duration<double>(Clock::now() - then).count();
-}
 
 // Every rank sees every rank's settings, so every rank reaches the same verdict.
 Status CheckSettingsAgreeAcross(MPI_Comm comm, const RuntimeConfig& config) {
@@ -70,7 +65,8 @@ Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> tran
       executor_(*transport_, link_cost_, config_.default_algorithm, config_.debug_log,
                 stats_, timeline_),
       bursts_(kSettle),
-      last_stall_check_(Clock::now()) {}
+      stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
+                       transport_->rank()) {}
 
 Runtime::~Runtime() {
   int finalized = 0;
@@ -401,60 +397,23 @@ void Runtime::FailAllInFlight(const Status& status) {
 }
 
 void Runtime::InspectStalls() {
-  // Checked once a second at most: this runs after every round.
-  if (SecondsSince(last_stall_check_) < 1.0) return;
-  last_stall_check_ = Clock::now();
-  const double check_after = config_.stall_check_seconds;
-  const double abort_after = config_.stall_shutdown_seconds;
-  // A join waits, by design, for as long as the other ranks still train:
-  // it is reported, but never counts as a stall that aborts the job.
-  auto is_join = [this](const std::string& name) {
+  const auto now = Clock::now();
+  if (!stall_inspector_.LookDue(now)) return;
+  std::vector<StallInspector::Waiting> waiting;
+  for (const auto& [name, since] : announced_at_) {
     auto it = announced_.find(name);
-    return it != announced_.end() && it->second.description.type == CollectiveType::kJoin;
-  };
-  double oldest = 0;
-  double oldest_any = 0;
-  for (const auto& [name, since] : announced_at_) {
-    const double waited = SecondsSince(since);
-    oldest_any = std::max(oldest_any, waited);
-    if (!is_join(name)) oldest = std::max(oldest, waited);
+    const bool join =
+        it != announced_.end() && it->second.description.type == CollectiveType::kJoin;
+    waiting.push_back(StallInspector::Waiting{name, since, join});
   }
-  if (oldest_any < check_after && (abort_after <= 0 || oldest < abort_after)) return;
-
-  negotiator_->AnnounceCachedInFull();
-  std::map<std::string, std::vector<int>> missing;
-  for (const WaitingTensor& w : negotiator_->Waiting()) missing[w.name] = w.missing_ranks;
-  for (const auto& [name, since] : announced_at_) {
-    const double waited = SecondsSince(since);
-    if (waited < check_after) continue;
-    auto m = missing.find(name);
-    const std::string ranks =
-        m == missing.end() ? std::string() : RankList(m->second);
-    if (is_join(name)) {
-      if (SecondsSince(last_join_report_) < check_after) continue;
-      last_join_report_ = Clock::now();
-      std::fprintf(stderr,
-                   "tfdist (rank %d): has waited %.0f s in join() for %s to join; "
-                   "it stands in for their collectives meanwhile\n",
-                   rank(), waited,
-                   ranks.empty() ? "the other ranks"
-                                 : ((m->second.size() == 1 ? "rank " : "ranks ") + ranks).c_str());
-      continue;
-    }
-    std::fprintf(stderr,
-                 "tfdist stall (rank %d): '%s' has waited %.0f s for the other ranks; %s\n",
-                 rank(), name.c_str(), waited,
-                 ranks.empty() ? "the ranks that have not submitted it are being identified"
-                               : ("ranks that have not submitted it: " + ranks).c_str());
-  }
-  if (abort_after > 0 && oldest >= abort_after) {
-    std::fprintf(stderr,
-                 "tfdist (rank %d): a collective waited %.0f s, longer than "
-                 "TFDIST_STALL_SHUTDOWN_TIME=%.0f s; aborting the job\n",
-                 rank(), oldest, abort_after);
-    std::fflush(stderr);
-    MPI_Abort(transport_->comm(), 1);
-  }
+  const bool abort = stall_inspector_.Inspect(waiting, now, [this] {
+    // The table names the missing ranks only for tensors announced in full.
+    negotiator_->AnnounceCachedInFull();
+    std::map<std::string, std::vector<int>> missing;
+    for (const WaitingTensor& w : negotiator_->Waiting()) missing[w.name] = w.missing_ranks;
+    return missing;
+  });
+  if (abort) MPI_Abort(transport_->comm(), 1);
 }
 
 }  // namespace tfdist

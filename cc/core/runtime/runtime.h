@@ -22,6 +22,7 @@
 #include "cc/core/runtime/executor.h"
 #include "cc/core/runtime/negotiation.h"
 #include "cc/core/runtime/request.h"
+#include "cc/core/runtime/stall_inspector.h"
 #include "cc/core/runtime/stand_in.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
@@ -116,8 +117,7 @@ class Runtime {
   std::atomic<bool> standing_in_{false};  // this rank has joined
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
-  std::chrono::steady_clock::time_point last_stall_check_;
-  std::chrono::steady_clock::time_point last_join_report_;
+  StallInspector stall_inspector_;
 
   std::thread thread_;
 };

@@ -1,0 +1,54 @@
+// The stall inspector (docs/runtime.md): reports this rank's collectives that
+// have waited TFDIST_STALL_CHECK_TIME for the other ranks, naming the ranks
+// that have not submitted them, and says when TFDIST_STALL_SHUTDOWN_TIME has
+// passed and the job must abort. A join waits, by design, as long as the
+// other ranks still train: it is reported once per check interval and never
+// counts toward the shutdown time.
+#ifndef TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
+#define TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tfdist {
+
+class StallInspector {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Waiting {
+    std::string name;
+    Clock::time_point since;  // when this rank announced it
+    bool join = false;
+  };
+  // Name -> ranks that have not submitted it. Asked for only when something
+  // is reported, since finding out may cost the runtime a full announcement.
+  using MissingRanks = std::function<std::map<std::string, std::vector<int>>()>;
+
+  // `check_seconds`, `shutdown_seconds` (0: never): the two settings.
+  // Reports go to `out`.
+  StallInspector(double check_seconds, double shutdown_seconds, int rank,
+                 std::FILE* out = stderr);
+
+  // Whether to look now: at most once a second, since this runs every round.
+  bool LookDue(Clock::time_point now);
+  // Reports what has waited too long; returns true when the job must abort.
+  bool Inspect(const std::vector<Waiting>& waiting, Clock::time_point now,
+               const MissingRanks& missing_ranks);
+
+ private:
+  double check_seconds_;
+  double shutdown_seconds_;
+  int rank_;
+  std::FILE* out_;
+  Clock::time_point last_look_;
+  Clock::time_point last_join_report_;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
