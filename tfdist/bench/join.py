@@ -22,9 +22,9 @@ import tensorflow as tf
 
 import tfdist
 from tfdist.bench import write_json
+from tfdist.bench.runtime import STEP_TENSOR_BYTES, STEP_TENSORS
 
-STEP_TENSORS = 100
-STEP_ELEMENTS = 16 * 1024 // 4
+STEP_ELEMENTS = STEP_TENSOR_BYTES // 4  # float32
 COMPUTE_SECONDS = 0.005
 
 

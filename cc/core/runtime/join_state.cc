@@ -25,18 +25,15 @@ bool JoinState::Covers(const std::vector<bool>& seen) const {
 }
 
 std::vector<int> JoinState::StandIns(const std::vector<bool>& seen) const {
-  std::vector<int> ranks;
-  if (count_ == 0) return ranks;
-  for (size_t r = 0; r < joined_.size(); ++r) {
-    if (joined_[r] && !seen[r]) ranks.push_back(static_cast<int>(r));
-  }
-  return ranks;
+  return JoinedExcept(&seen);
 }
 
-std::vector<int> JoinState::StandIns() const {
+std::vector<int> JoinState::StandIns() const { return JoinedExcept(nullptr); }
+
+std::vector<int> JoinState::JoinedExcept(const std::vector<bool>* seen) const {
   std::vector<int> ranks;
   for (size_t r = 0; count_ > 0 && r < joined_.size(); ++r) {
-    if (joined_[r]) ranks.push_back(static_cast<int>(r));
+    if (joined_[r] && (seen == nullptr || !(*seen)[r])) ranks.push_back(static_cast<int>(r));
   }
   return ranks;
 }

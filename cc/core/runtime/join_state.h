@@ -23,7 +23,6 @@ class JoinState {
   // `rank`'s join announcement was read.
   void Join(int rank);
   bool has_joined(int rank) const { return joined_[rank]; }
-  bool anyone_joined() const { return count_ > 0; }
   // The rank whose join was read last (of several in one round, the
   // highest): what join() returns. -1 before any join.
   int last_joined() const { return last_; }
@@ -35,9 +34,13 @@ class JoinState {
   // The joined ranks among those that did not announce the tensor, in rank
   // order: the ranks that stand in for it.
   std::vector<int> StandIns(const std::vector<bool>& seen) const;
+  // All joined ranks: the stand-ins of a tensor no joined rank announced.
   std::vector<int> StandIns() const;
 
  private:
+  // Joined ranks, in rank order, except those `seen` marks (none if null).
+  std::vector<int> JoinedExcept(const std::vector<bool>* seen) const;
+
   std::vector<bool> joined_;
   int count_ = 0;
   int last_ = -1;

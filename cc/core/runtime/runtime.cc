@@ -356,10 +356,8 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
 }
 
 void Runtime::Complete(Request& request, const Status& status) {
-  if (request.stand_in) {
-    if (!status.ok()) stats_.errors++;
-    return;  // this rank never submitted it: nobody waits for it here
-  }
+  if (!status.ok()) stats_.errors++;
+  if (request.stand_in) return;  // this rank never submitted it: nobody waits for it here
   const std::string name = request.name;
   const bool join = request.description.type == CollectiveType::kJoin;
   auto done = std::move(request.done);
@@ -371,7 +369,6 @@ void Runtime::Complete(Request& request, const Status& status) {
     names_in_flight_.erase(name);
     if (join) join_pending_ = false;
   }
-  if (!status.ok()) stats_.errors++;
   if (done) done(status);
 }
 
