@@ -253,6 +253,55 @@ TFDIST_TEST(RingAllreduceAppliesResultScale) {
   }
 }
 
+// Several buffers as one vector: spans of every size (empty, one element,
+// ones that cross chunk and segment boundaries), alternately in place and
+// out of place; the result equals one allreduce of the concatenation.
+TFDIST_TEST(RingAllreduceOverSpans) {
+  for (int size : {1, 2, 3, 4}) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{1000}, size_t{300001}}) {
+      for (DataType dtype : {DataType::kFloat32, DataType::kInt64}) {
+        for (size_t segment_bytes : {size_t{12}, tfdist::kDefaultRingSegmentBytes}) {
+          const double scale = dtype == DataType::kFloat32 ? 0.5 : 1.0;
+          std::vector<Bytes> inputs;
+          for (int rank = 0; rank < size; ++rank) {
+            inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
+          }
+          Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
+          tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+          std::vector<Bytes> kept = inputs;
+          auto run = [&](Transport& transport, void* buffer, size_t n) {
+            const size_t element = tfdist::DataTypeSize(dtype);
+            auto* out = static_cast<unsigned char*>(buffer);
+            const unsigned char* in = kept[transport.rank()].data();
+            std::vector<tfdist::RingSpan> spans;
+            const size_t cuts[] = {0, 1, 0, 3, n / 3, 0};
+            size_t done = 0;
+            for (size_t cut : cuts) {
+              const size_t take = std::min(cut, n - done);
+              const bool out_of_place = spans.size() % 2 == 1;
+              if (out_of_place && take > 0) std::memset(out + done * element, 0xAB, take * element);
+              spans.push_back({take * element, out + done * element,
+                               out_of_place ? in + done * element : nullptr});
+              done += take;
+            }
+            spans.push_back({(n - done) * element, out + done * element, nullptr});
+            return tfdist::RingAllreduceSpans(transport, spans, dtype, ReduceOp::kSum, scale,
+                                              segment_bytes);
+          };
+          CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype, ReduceOp::kSum,
+                         InProcessSendMode::kRendezvous) +
+                       " spans segment=" + std::to_string(segment_bytes),
+                   run, inputs, expected, count, dtype, InProcessSendMode::kRendezvous);
+          for (int rank = 0; rank < size; ++rank) {
+            CHECK_EQ_MSG(FirstMismatch(kept[rank], inputs[rank], tfdist::DataTypeSize(dtype)),
+                         -1LL, "input of rank " << rank << " was modified");
+          }
+        }
+      }
+    }
+  }
+}
+
 // With inexact floating-point inputs the algorithms may round differently
 // from the sequential reference, but all ranks must still agree bit for bit
 // (replicas of a model must not drift apart).

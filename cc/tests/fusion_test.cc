@@ -29,15 +29,16 @@ TFDIST_TEST(FusionPacksSmallTensorsUpToTheThreshold) {
   CHECK(Plan(tensors, 0) == (Groups{{0}, {1}, {2}, {3}, {4}}));
 }
 
-TFDIST_TEST(FusionLeavesLargeTensorsAlone) {
+TFDIST_TEST(FusionGroupsLargeTensorsWithSmallOnesUpToTheThreshold) {
   const int64_t largest = kLargestFusedTensorBytes / 4;
   const std::vector<TensorDescription> tensors = {
       Float32Allreduce(largest + 1), Float32Allreduce(10), Float32Allreduce(largest),
       Float32Allreduce(3)};
-  // The tensor just over the bound runs alone although the buffer would
-  // hold it, and takes no small tensors in with it; one of exactly the
-  // bound still joins the small ones.
-  CHECK(Plan(tensors, 64 << 20) == (Groups{{0}, {1, 2, 3}}));
+  // Large tensors share a collective too (the executor does not copy them).
+  CHECK(Plan(tensors, 64 << 20) == (Groups{{0, 1, 2, 3}}));
+  // The threshold still bounds a group's bytes, large tensors included.
+  const size_t two_large = 2 * kLargestFusedTensorBytes + 4;
+  CHECK(Plan(tensors, two_large) == (Groups{{0, 1, 3}, {2}}));
   // A small threshold: a tensor over it is alone and closed to others too.
   CHECK(Plan(tensors, 1024) == (Groups{{0}, {1, 3}, {2}}));
 }

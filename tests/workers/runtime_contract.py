@@ -294,7 +294,41 @@ def check_fusion(rank, size, expect_fusion=True, threshold=None):
     calls = tfdist.stats()["allreduce_calls"] - before["allreduce_calls"]
     if threshold is not None and threshold < big.nbytes:
         assert calls == (2 if expect_fusion else 3), calls
+    check_large_tensors_in_a_group(rank, size, expect_fusion, threshold)
     ok(f"fusion threshold={threshold}")
+
+
+def check_large_tensors_in_a_group(rank, size, expect_fusion, threshold):
+    """Tensors over 256 KiB join the small ones in one ring, read and written where they lie."""
+    def member(n, scale):
+        return np.arange(n, dtype=np.float32) % 89 * scale + rank
+
+    sizes = (3, 300_000, 50, 70_001, 1)  # 1.2 MB and 280 KB are over the packing bound
+    values = [member(n, i + 1) for i, n in enumerate(sizes)]
+
+    @tf.function
+    def computed(x):  # an input nobody else holds: the kernel forwards it to the output
+        return tfdist.grouped_allreduce([x * 1.0, *[tf.constant(v) for v in values[1:]]],
+                                        op=tfdist.Average, name=f"large.fn.{threshold}")
+
+    for algorithm, expected_calls in (("auto", 1), ("ring", 1), ("butterfly", 3)):
+        before = tfdist.stats()
+        if algorithm == "auto":
+            out = computed(tf.constant(values[0]))
+        else:
+            out = tfdist.grouped_allreduce([tf.constant(v) for v in values], op=tfdist.Average,
+                                           algorithm=algorithm,
+                                           name=f"large.{algorithm}.{threshold}")
+        for i, (n, o) in enumerate(zip(sizes, out)):
+            expected = np.arange(n, dtype=np.float64) % 89 * (i + 1) + (size - 1) / 2
+            np.testing.assert_allclose(o.numpy(), expected, rtol=1e-6,
+                                       err_msg=f"member {i}, {algorithm}, threshold {threshold}")
+        calls = tfdist.stats()["allreduce_calls"] - before["allreduce_calls"]
+        if not expect_fusion:
+            expected_calls = len(sizes)
+        elif threshold is not None:  # the 1 KiB threshold: each large one alone
+            expected_calls = 3
+        assert calls == expected_calls, (algorithm, threshold, calls)
 
 
 def check_graph_burst(rank, size):
@@ -508,6 +542,13 @@ def uneven_step(rank, size, step, active, fused_step):
         expected = sum(np.arange(300_000, dtype=np.float64) % 97 + value(r) for r in active)
         np.testing.assert_allclose(got.numpy(), expected / size, rtol=1e-5,
                                    err_msg=f"{algorithm}, active ranks {active}")
+    # Small and large tensors in one ring: a joined rank stands in with identity for both.
+    small, large = tf.fill([7], value(rank)), tf.constant(big)
+    got = tfdist.grouped_allreduce([small, large, small], op=tfdist.Average, name="join.group")
+    expected = sum(np.arange(300_000, dtype=np.float64) % 97 + value(r) for r in active)
+    np.testing.assert_allclose(got[1].numpy(), expected / size, rtol=1e-5)
+    for out in (got[0], got[2]):
+        np.testing.assert_allclose(out.numpy(), sum(value(r) for r in active) / size, rtol=1e-6)
     half = tfdist.allreduce(tf.fill([5], tf.constant(value(rank), tf.float16)), op=tfdist.Sum,
                             name="join.float16")
     np.testing.assert_allclose(half.numpy(), sum(value(r) for r in active), rtol=1e-3)

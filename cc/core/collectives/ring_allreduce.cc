@@ -28,27 +28,29 @@
 namespace tfdist {
 namespace {
 
-Status RunRing(Transport& transport, const void* input, void* buffer,
-               size_t count, DataType dtype, ReduceOp op,
-               size_t max_segment_bytes, double result_scale) {
+Status RunRing(Transport& transport, const std::vector<RingSpan>& spans, DataType dtype,
+               ReduceOp op, size_t max_segment_bytes, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const int size = transport.size();
-  if (input == buffer) input = nullptr;  // in place
+  const size_t element_size = DataTypeSize(dtype);
+  size_t count = 0;
+  for (const RingSpan& span : spans) count += span.bytes / element_size;
   if (size == 1 || count == 0) {
     // The reduction of one rank is its input; only the scale remains.
-    if (input != nullptr || result_scale != 1.0) {
-      ConvertScaled(input != nullptr ? input : buffer, dtype, buffer, dtype, count,
-                    result_scale);
+    for (const RingSpan& span : spans) {
+      if (span.source != nullptr || result_scale != 1.0) {
+        ConvertScaled(span.source != nullptr ? span.source : span.data, dtype, span.data,
+                      dtype, span.bytes / element_size, result_scale);
+      }
     }
     return Status::OK();
   }
 
   RingSchedule schedule;
-  schedule.element_size = DataTypeSize(dtype);
+  schedule.element_size = element_size;
   schedule.chunk_offsets.resize(size + 1);
   for (int chunk = 0; chunk <= size; ++chunk) {
-    schedule.chunk_offsets[chunk] =
-        ChunkBegin(count, size, chunk) * schedule.element_size;
+    schedule.chunk_offsets[chunk] = ChunkBegin(count, size, chunk) * element_size;
   }
   schedule.shift = 0;
   schedule.reduce_steps = size - 1;
@@ -57,9 +59,14 @@ Status RunRing(Transport& transport, const void* input, void* buffer,
   schedule.op = op;
   schedule.max_segment_bytes = max_segment_bytes;
   schedule.tag = kRingAllreduceTag;
-  schedule.source = static_cast<const unsigned char*>(input);
   schedule.result_scale = result_scale;
-  return RunRingSchedule(transport, buffer, schedule);
+  return RunRingSchedule(transport, spans, schedule);
+}
+
+// One span: in place when `input` is null or the buffer itself.
+RingSpan WholeBuffer(const void* input, void* buffer, size_t count, DataType dtype) {
+  return {count * DataTypeSize(dtype), static_cast<unsigned char*>(buffer),
+          input == buffer ? nullptr : static_cast<const unsigned char*>(input)};
 }
 
 }  // namespace
@@ -67,20 +74,27 @@ Status RunRing(Transport& transport, const void* input, void* buffer,
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,
                                  size_t max_segment_bytes) {
-  return RunRing(transport, nullptr, buffer, count, dtype, op, max_segment_bytes, 1.0);
+  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
+                 max_segment_bytes, 1.0);
 }
 
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
-  return RunRing(transport, nullptr, buffer, count, dtype, op,
+  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
                  kDefaultRingSegmentBytes, 1.0);
 }
 
 Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
                                void* output, size_t count, DataType dtype,
                                ReduceOp op, double result_scale) {
-  return RunRing(transport, input, output, count, dtype, op,
+  return RunRing(transport, {WholeBuffer(input, output, count, dtype)}, dtype, op,
                  kDefaultRingSegmentBytes, result_scale);
+}
+
+Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spans,
+                          DataType dtype, ReduceOp op, double result_scale,
+                          size_t max_segment_bytes) {
+  return RunRing(transport, spans, dtype, op, max_segment_bytes, result_scale);
 }
 
 }  // namespace tfdist

@@ -2,6 +2,7 @@
 #define TFDIST_CORE_COLLECTIVES_RING_ALLREDUCE_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "cc/core/collectives/ring_pipeline.h"
 #include "cc/core/data_type.h"
@@ -23,6 +24,13 @@ Status RingAllreduce(Transport& transport, void* buffer, size_t count,
 Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
                                void* output, size_t count, DataType dtype,
                                ReduceOp op, double result_scale = 1.0);
+
+// Allreduce of the concatenation of `spans` as one vector (each span in
+// place, or out of place from its own source): tensors of any size in one
+// ring, none copied into a shared buffer. `max_segment_bytes` as below.
+Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spans,
+                          DataType dtype, ReduceOp op, double result_scale = 1.0,
+                          size_t max_segment_bytes = kDefaultRingSegmentBytes);
 
 // The same with an explicit segment bound instead of kDefaultRingSegmentBytes
 // (1 MiB, ring_pipeline.h); every rank must pass the same value. Tests use tiny segments to

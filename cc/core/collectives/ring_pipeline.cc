@@ -16,18 +16,20 @@ int Modulo(int value, int modulus) {
   return remainder < 0 ? remainder + modulus : remainder;
 }
 
-// Byte range of one segment of a chunk.
+// One segment of a chunk: where it lies, in one span.
 struct Segment {
-  size_t offset;
+  unsigned char* data;
+  const unsigned char* source;  // this rank's input, when out of place
   size_t bytes;
+
+  const unsigned char* input() const { return source != nullptr ? source : data; }
 };
 
 class RingRun {
  public:
-  RingRun(Transport& transport, unsigned char* buffer,
+  RingRun(Transport& transport, const std::vector<RingSpan>& spans,
           const RingSchedule& schedule)
       : transport_(transport),
-        buffer_(buffer),
         schedule_(schedule),
         size_(transport.size()),
         rank_(transport.rank()),
@@ -36,30 +38,26 @@ class RingRun {
         total_steps_(schedule.reduce_steps + schedule.copy_steps),
         sends_by_step_(total_steps_ + 1) {
     const size_t element_size = std::max<size_t>(schedule.element_size, 1);
-    segment_bytes_ =
-        std::max<size_t>(schedule.max_segment_bytes / element_size, 1) *
-        element_size;
+    const size_t segment_bytes =
+        std::max<size_t>(schedule.max_segment_bytes / element_size, 1) * element_size;
+    CutSegments(spans, segment_bytes);
   }
 
   Status Run() {
     if (total_steps_ == 0) return Status::OK();
     if (schedule_.reduce_steps > 0) {
-      size_t largest_chunk = 0;
-      for (int chunk = 0; chunk < size_; ++chunk) {
-        largest_chunk = std::max(largest_chunk, ChunkBytes(chunk));
+      size_t slot_bytes = 0;
+      for (const std::vector<Segment>& chunk : segments_) {
+        for (const Segment& segment : chunk) slot_bytes = std::max(slot_bytes, segment.bytes);
       }
-      const size_t slot_bytes = std::min(segment_bytes_, largest_chunk);
       slots_[0] = ThreadScratch(2 * slot_bytes);
       slots_[1] = slots_[0] + slot_bytes;
     }
 
     // Step 0 sends this rank's own (unreduced) chunk.
-    const int first_chunk = SentChunk(0);
-    const unsigned char* input = schedule_.source ? schedule_.source : buffer_;
-    for (size_t k = 0; k < SegmentCount(first_chunk); ++k) {
-      const Segment segment = GetSegment(first_chunk, k);
+    for (const Segment& segment : segments_[SentChunk(0)]) {
       sends_by_step_[0].push_back(transport_.StartSend(
-          right_, input + segment.offset, segment.bytes, schedule_.tag));
+          right_, segment.input(), segment.bytes, schedule_.tag));
     }
 
     Status result;
@@ -81,24 +79,33 @@ class RingRun {
   }
   int ReceivedChunk(int step) const { return SentChunk(step + 1); }
 
-  size_t ChunkBytes(int chunk) const {
-    return schedule_.chunk_offsets[chunk + 1] - schedule_.chunk_offsets[chunk];
-  }
-  size_t SegmentCount(int chunk) const {
-    return (ChunkBytes(chunk) + segment_bytes_ - 1) / segment_bytes_;
-  }
-  Segment GetSegment(int chunk, size_t index) const {
-    const size_t begin = index * segment_bytes_;
-    return {schedule_.chunk_offsets[chunk] + begin,
-            std::min(segment_bytes_, ChunkBytes(chunk) - begin)};
+  // Cuts every chunk into segments of at most `segment_bytes`, also cut at
+  // span ends; the cuts depend only on sizes, so they agree on every rank.
+  void CutSegments(const std::vector<RingSpan>& spans, size_t segment_bytes) {
+    segments_.resize(size_);
+    size_t span = 0;
+    size_t span_begin = 0;  // offset of spans[span] in the concatenation
+    for (int chunk = 0; chunk < size_; ++chunk) {
+      size_t offset = schedule_.chunk_offsets[chunk];
+      const size_t end = schedule_.chunk_offsets[chunk + 1];
+      while (offset < end) {
+        while (offset >= span_begin + spans[span].bytes) span_begin += spans[span++].bytes;
+        const RingSpan& s = spans[span];
+        const size_t within = offset - span_begin;
+        const size_t bytes = std::min({segment_bytes, end - offset, s.bytes - within});
+        segments_[chunk].push_back(
+            {s.data + within, s.source != nullptr ? s.source + within : nullptr, bytes});
+        offset += bytes;
+      }
+    }
   }
 
   // A segment finished in step `step - 1` is sent in step `step`; the last
   // step's segments go nowhere.
   void ForwardSegment(int step, const Segment& segment) {
     if (step >= total_steps_) return;
-    sends_by_step_[step].push_back(transport_.StartSend(
-        right_, buffer_ + segment.offset, segment.bytes, schedule_.tag));
+    sends_by_step_[step].push_back(
+        transport_.StartSend(right_, segment.data, segment.bytes, schedule_.tag));
   }
 
   Status WaitForSends(int step) {
@@ -125,21 +132,20 @@ class RingRun {
   Status ReduceStep(int step) {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
-    const size_t segments = SegmentCount(chunk);
+    const std::vector<Segment>& segments = segments_[chunk];
     std::unique_ptr<PendingOp> receives[2];
     auto post_receive = [&](size_t k) {
-      receives[k % 2] = transport_.StartRecv(left_, slots_[k % 2],
-                                             GetSegment(chunk, k).bytes,
-                                             schedule_.tag);
+      receives[k % 2] =
+          transport_.StartRecv(left_, slots_[k % 2], segments[k].bytes, schedule_.tag);
     };
-    for (size_t k = 0; k < std::min<size_t>(segments, 2); ++k) post_receive(k);
-    for (size_t k = 0; k < segments; ++k) {
+    for (size_t k = 0; k < std::min<size_t>(segments.size(), 2); ++k) post_receive(k);
+    for (size_t k = 0; k < segments.size(); ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
-      const Segment segment = GetSegment(chunk, k);
+      const Segment& segment = segments[k];
       // Segment k+1 is in flight into the other slot while this one reduces.
       ReduceSegment(segment, slots_[k % 2], step + 1 == schedule_.reduce_steps);
       ForwardSegment(step + 1, segment);
-      if (k + 2 < segments) post_receive(k + 2);
+      if (k + 2 < segments.size()) post_receive(k + 2);
     }
     return Status::OK();
   }
@@ -155,10 +161,8 @@ class RingRun {
     const bool scale = last_step && schedule_.result_scale != 1.0;
     for (size_t done = 0; done < segment.bytes; done += block) {
       const size_t bytes = std::min(block, segment.bytes - done);
-      unsigned char* out = buffer_ + segment.offset + done;
-      if (schedule_.source != nullptr) {
-        std::memcpy(out, schedule_.source + segment.offset + done, bytes);
-      }
+      unsigned char* out = segment.data + done;
+      if (segment.source != nullptr) std::memcpy(out, segment.source + done, bytes);
       ReduceInto(out, incoming + done, bytes / element_size, schedule_.dtype, schedule_.op);
       if (scale) {
         ConvertScaled(out, schedule_.dtype, out, schedule_.dtype, bytes / element_size,
@@ -170,31 +174,29 @@ class RingRun {
   Status CopyStep(int step) {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
-    const size_t segments = SegmentCount(chunk);
+    const std::vector<Segment>& segments = segments_[chunk];
     // Received straight into place, so every segment can be in flight.
     std::vector<std::unique_ptr<PendingOp>> receives;
-    receives.reserve(segments);
-    for (size_t k = 0; k < segments; ++k) {
-      const Segment segment = GetSegment(chunk, k);
-      receives.push_back(transport_.StartRecv(left_, buffer_ + segment.offset,
-                                              segment.bytes, schedule_.tag));
+    receives.reserve(segments.size());
+    for (const Segment& segment : segments) {
+      receives.push_back(
+          transport_.StartRecv(left_, segment.data, segment.bytes, schedule_.tag));
     }
-    for (size_t k = 0; k < segments; ++k) {
+    for (size_t k = 0; k < segments.size(); ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k]->Wait());
-      ForwardSegment(step + 1, GetSegment(chunk, k));
+      ForwardSegment(step + 1, segments[k]);
     }
     return Status::OK();
   }
 
   Transport& transport_;
-  unsigned char* const buffer_;
   const RingSchedule& schedule_;
   const int size_;
   const int rank_;
   const int right_;
   const int left_;
   const int total_steps_;
-  size_t segment_bytes_;
+  std::vector<std::vector<Segment>> segments_;  // per chunk, in order
   unsigned char* slots_[2] = {nullptr, nullptr};
   // Sends started for step s, kept until the chunk they read is overwritten
   // or the run ends. Index total_steps_ stays empty (nothing is forwarded
@@ -206,11 +208,29 @@ class RingRun {
 
 Status RunRingSchedule(Transport& transport, void* buffer,
                        const RingSchedule& schedule) {
+  const size_t total = schedule.chunk_offsets.empty() ? 0 : schedule.chunk_offsets.back();
+  return RunRingSchedule(
+      transport, {RingSpan{total, static_cast<unsigned char*>(buffer), schedule.source}},
+      schedule);
+}
+
+Status RunRingSchedule(Transport& transport, const std::vector<RingSpan>& spans,
+                       const RingSchedule& schedule) {
   if (transport.size() == 1) return Status::OK();
   if (static_cast<int>(schedule.chunk_offsets.size()) != transport.size() + 1) {
     return Status::InvalidArgument("ring schedule needs one chunk per rank");
   }
-  RingRun run(transport, static_cast<unsigned char*>(buffer), schedule);
+  size_t total = 0;
+  for (const RingSpan& span : spans) {
+    if (span.bytes % std::max<size_t>(schedule.element_size, 1) != 0) {
+      return Status::InvalidArgument("ring span is not a whole number of elements");
+    }
+    total += span.bytes;
+  }
+  if (schedule.chunk_offsets.back() != total || schedule.chunk_offsets.front() != 0) {
+    return Status::InvalidArgument("ring chunks do not cover the spans");
+  }
+  RingRun run(transport, spans, schedule);
   return run.Run();
 }
 

@@ -35,6 +35,19 @@ namespace tfdist {
 // enough that the two in-flight segments stay in cache-sized scratch.
 constexpr size_t kDefaultRingSegmentBytes = size_t{1} << 20;
 
+// One piece of the vector a ring runs on, where it lies in memory. A ring
+// over several spans treats them as one vector, in order: chunks and
+// segments are cut from the whole (a segment never crosses a span's end), so
+// tensors of any size reduce in one collective, each read and written where
+// it lies, without first being copied into one buffer.
+struct RingSpan {
+  size_t bytes = 0;  // a multiple of the schedule's element_size
+  unsigned char* data = nullptr;  // the result (and the input, in place)
+  // Out of place (allreduce only): this rank's input, read once; `data`
+  // receives the result without holding the input first.
+  const unsigned char* source = nullptr;
+};
+
 struct RingSchedule {
   // P + 1 non-decreasing byte offsets: chunk c is [offsets[c], offsets[c+1]).
   // Every boundary must be a multiple of element_size. Identical on all ranks.
@@ -47,11 +60,10 @@ struct RingSchedule {
   ReduceOp op = ReduceOp::kSum;       // used by reduce steps only
   size_t max_segment_bytes = kDefaultRingSegmentBytes;
   int tag = 0;
-  // Out of place (allreduce only): when set, `source` holds this rank's
-  // input and `buffer` receives the result without holding the input first.
-  // Step 0 sends from `source`; a reduce step copies the segment from
-  // `source` into the buffer just before reducing into it, while it is in
-  // cache, which saves the caller a whole pass copying input to output.
+  // Out of place (allreduce only; see RingSpan::source): step 0 sends from
+  // the source; a reduce step copies the segment from it into the result
+  // just before reducing into it, while it is in cache, which saves the
+  // caller a whole pass copying input to output.
   const unsigned char* source = nullptr;
   // Allreduce only: every element of the fully reduced chunk is multiplied by
   // this (ConvertScaled's rounding) right after its last reduce step, while
@@ -60,7 +72,14 @@ struct RingSchedule {
   double result_scale = 1.0;
 };
 
+// Runs the schedule on one contiguous buffer (and schedule.source).
 Status RunRingSchedule(Transport& transport, void* buffer,
+                       const RingSchedule& schedule);
+
+// Runs the schedule on the concatenation of `spans` (schedule.source is
+// ignored: each span has its own). chunk_offsets index that concatenation;
+// the last one must equal the spans' total bytes.
+Status RunRingSchedule(Transport& transport, const std::vector<RingSpan>& spans,
                        const RingSchedule& schedule);
 
 }  // namespace tfdist

@@ -1,6 +1,7 @@
 #include "cc/core/runtime/executor.h"
 
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/convert.h"
+#include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/memory_advice.h"
 #include "cc/core/transport/mpi_allreduce.h"
 #include "cc/core/transport/mpi_wait.h"
@@ -50,7 +52,109 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
   return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
 }
 
+namespace {
+
+size_t AccumulationBytes(const Request& request) {
+  return static_cast<size_t>(request.description.num_elements()) *
+         DataTypeSize(AccumulationType(request.description.dtype));
+}
+
+// Large members of a fused group are reduced where they lie (fusion.h); a
+// decision on the description alone, so every rank makes the same one.
+bool ReducedWhereItLies(const Request& request) {
+  return AccumulationBytes(request) > kLargestFusedTensorBytes;
+}
+
+}  // namespace
+
 Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
+  if (group.size() > 1) {
+    size_t bytes = 0;
+    bool large = false;
+    for (const Request* r : group) {
+      bytes += AccumulationBytes(*r);
+      large = large || ReducedWhereItLies(*r);
+    }
+    if (large) {
+      return AllreduceWithLargeTensors(group, Resolve(group[0]->description.algorithm, bytes));
+    }
+  }
+  return AllreduceFused(group);
+}
+
+Status CollectiveExecutor::AllreduceWithLargeTensors(const std::vector<Request*>& group,
+                                                     AllreduceAlgorithm algorithm) {
+  const TensorDescription& d = group[0]->description;
+  std::vector<Request*> small;
+  std::vector<Request*> large;
+  for (Request* r : group) (ReducedWhereItLies(*r) ? large : small).push_back(r);
+  if (algorithm != AllreduceAlgorithm::kRing || AccumulationType(d.dtype) != d.dtype ||
+      d.prescale != 1.0) {
+    Status status = small.empty() ? Status::OK() : AllreduceFused(small);
+    for (Request* r : large) {
+      if (!status.ok()) break;
+      status = AllreduceFused({r});
+    }
+    return status;
+  }
+
+  // The fusion buffer holds the small members, then the identity for any
+  // large member this rank stands in for (it has no memory of its own).
+  const size_t element = DataTypeSize(d.dtype);
+  size_t packed_bytes = 0;
+  size_t scratch_bytes = 0;
+  for (const Request* r : small) packed_bytes += AccumulationBytes(*r);
+  for (const Request* r : large) scratch_bytes += r->stand_in ? AccumulationBytes(*r) : 0;
+  if (fusion_buffer_.size() < packed_bytes + scratch_bytes) {
+    fusion_buffer_.resize(packed_bytes + scratch_bytes);
+  }
+  unsigned char* packed = fusion_buffer_.data();
+  unsigned char* scratch = packed + packed_bytes;
+  const std::string& label = group[0]->name;
+
+  int64_t start = timeline_.NowMicros();
+  std::vector<RingSpan> spans{{packed_bytes, packed, nullptr}};
+  size_t offset = 0;
+  for (const Request* r : small) {
+    CopyIn(*r, packed + offset, d.dtype, AccumulationBytes(*r) / element);
+    offset += AccumulationBytes(*r);
+  }
+  for (const Request* r : large) {
+    const size_t bytes = AccumulationBytes(*r);
+    if (r->stand_in) {
+      CopyIn(*r, scratch, d.dtype, bytes / element);
+      spans.push_back({bytes, scratch, nullptr});
+      scratch += bytes;
+    } else {
+      if (r->input != r->output) AdviseHugePages(r->output, bytes);
+      spans.push_back({bytes, static_cast<unsigned char*>(r->output),
+                       r->input == r->output ? nullptr
+                                             : static_cast<const unsigned char*>(r->input)});
+    }
+  }
+  timeline_.Complete(label, "FUSION_COPY_IN", start, small.size(), packed_bytes, "");
+
+  size_t bytes = 0;
+  for (const RingSpan& span : spans) bytes += span.bytes;
+  start = timeline_.NowMicros();
+  // The ring applies the postscale as it goes, to every span.
+  Status status = RingAllreduceSpans(transport_, spans, d.dtype, d.op, d.postscale);
+  timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
+                     AllreduceAlgorithmName(algorithm));
+  if (!status.ok()) return status;
+
+  start = timeline_.NowMicros();
+  offset = 0;
+  for (Request* r : small) {
+    if (!r->stand_in) std::memcpy(r->output, packed + offset, AccumulationBytes(*r));
+    offset += AccumulationBytes(*r);
+  }
+  timeline_.Complete(label, "FUSION_COPY_OUT", start, small.size(), packed_bytes, "");
+  CountAllreduce(label, group.size(), bytes, algorithm);
+  return Status::OK();
+}
+
+Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   const TensorDescription& d = group[0]->description;
   const DataType accumulation = AccumulationType(d.dtype);
   const size_t element = DataTypeSize(accumulation);
@@ -122,12 +226,17 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
     timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
   }
 
+  CountAllreduce(label, group.size(), bytes, algorithm);
+  return Status::OK();
+}
+
+void CollectiveExecutor::CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
+                                        AllreduceAlgorithm algorithm) {
   stats_.allreduce_calls++;
-  stats_.tensors_reduced += group.size();
+  stats_.tensors_reduced += tensors;
   stats_.bytes_reduced += bytes;
   stats_.algorithm_calls[static_cast<int>(algorithm)]++;
-  Log("allreduce", label, group.size(), bytes, AllreduceAlgorithmName(algorithm));
-  return Status::OK();
+  Log("allreduce", label, tensors, bytes, AllreduceAlgorithmName(algorithm));
 }
 
 Status CollectiveExecutor::Allgather(Request& request,

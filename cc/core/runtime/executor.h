@@ -42,12 +42,22 @@ class CollectiveExecutor {
   Status Join(Request& request, int last_joined);
 
  private:
+  // A group with tensors over kLargestFusedTensorBytes (fusion.h): one ring
+  // over the fusion buffer, holding the small ones, and the large ones where
+  // they lie; with any other algorithm, the small ones fused, the large ones
+  // one by one.
+  Status AllreduceWithLargeTensors(const std::vector<Request*>& group,
+                                   AllreduceAlgorithm algorithm);
+  // The small members packed as usual, or one tensor alone.
+  Status AllreduceFused(const std::vector<Request*>& group);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
   // `count` elements of the request's input, prescaled, in the accumulation
   // type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,
               size_t count);
+  void CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
+                      AllreduceAlgorithm algorithm);
   void Log(const char* what, const std::string& name, size_t tensors,
            size_t bytes, const char* detail) const;
 

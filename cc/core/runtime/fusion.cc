@@ -27,8 +27,7 @@ std::vector<std::vector<size_t>> PlanFusion(
   for (size_t i = 0; i < descriptions.size(); ++i) {
     const TensorDescription& d = *descriptions[i];
     const size_t bytes = AccumulationBytes(d);
-    const bool can_fuse = d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes &&
-                          bytes <= kLargestFusedTensorBytes;
+    const bool can_fuse = d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes;
     bool placed = false;
     if (can_fuse) {
       for (size_t g = 0; g < groups.size() && !placed; ++g) {

@@ -1,9 +1,8 @@
-// Which ready allreduces share one fusion buffer. Tensors can share when
-// they reduce the same way (dtype, op, scale factors, algorithm); a group
-// holds at most `threshold_bytes` (measured in the accumulation type); a
-// tensor larger than that, or than kLargestFusedTensorBytes, runs alone.
-// threshold 0 turns fusion off. Deterministic, so every rank forms the same
-// groups from the same list.
+// Which ready allreduces run as one collective. Tensors can share when they
+// reduce the same way (dtype, op, scale factors, algorithm); a group holds
+// at most `threshold_bytes` (measured in the accumulation type); a tensor
+// larger than that runs alone. threshold 0 turns fusion off. Deterministic,
+// so every rank forms the same groups from the same list.
 #ifndef TFDIST_CORE_RUNTIME_FUSION_H_
 #define TFDIST_CORE_RUNTIME_FUSION_H_
 
@@ -15,10 +14,12 @@
 namespace tfdist {
 
 // Fusing saves a tensor one collective's fixed cost (a few µs of latency and
-// bookkeeping) and costs two copies through the fusion buffer. Above this
-// size the copies cost more than they save (256 KiB: a ring allreduce takes
-// ~56 µs at np=2 here, the two copies ~50 µs; docs/runtime.md), so larger
-// tensors run alone, where the ring reads and writes them in place.
+// bookkeeping, and a synchronisation of all ranks) and, packed into the
+// fusion buffer, costs two copies. Above this size the copies cost more than
+// they save (256 KiB: a ring allreduce takes ~56 µs at np=2 here, the two
+// copies ~50 µs; docs/runtime.md), so larger tensors are not packed: the
+// executor runs one ring over the fusion buffer and them, each where it lies
+// (ring_pipeline.h, RingSpan).
 constexpr size_t kLargestFusedTensorBytes = size_t{256} << 10;
 
 // Returns groups of indices into `descriptions`, in execution order. Every
