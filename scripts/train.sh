@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source scripts/env.sh
 NP="${NP:-2}"
-timeout 900 mpirun -np "$NP" --oversubscribe --bind-to none python examples/keras_digits.py "$@"
+tfdistrun -np "$NP" --timeout 900 python examples/keras_digits.py "$@"
