@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mpi_harness import ROOT, mpi_environment
-from tfdist import run as launcher
+import tfdistrun as launcher
 
 FAKE_MPIRUN = "/opt/mpi/bin/mpirun"
 
@@ -67,7 +67,7 @@ def test_horovod_options_become_settings(capsys):
 
 
 def launch(*args, timeout):
-    command = [sys.executable, "-m", "tfdist.run", *args]
+    command = [sys.executable, "-m", "tfdistrun", *args]
     return subprocess.run(command, env=mpi_environment({"GLIBC_TUNABLES": "glibc.malloc.check=0"}),
                           capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
 

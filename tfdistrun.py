@@ -1,7 +1,7 @@
 """tfdistrun: starts a training script on N processes with mpirun and tfdist's defaults.
 
     tfdistrun -np 4 python train.py
-    python -m tfdist.run -np 8 -H host1:4,host2:4 --timeout 3600 python train.py --epochs 5
+    python -m tfdistrun -np 8 -H host1:4,host2:4 --timeout 3600 python train.py --epochs 5
 
 Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
 
