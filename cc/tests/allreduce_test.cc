@@ -220,6 +220,22 @@ TFDIST_TEST(RingAllreduceOutOfPlace) {
   }
 }
 
+// Every rank's input for a Sum of `count` elements.
+std::vector<Bytes> SumInputs(int size, size_t count, DataType dtype) {
+  std::vector<Bytes> inputs;
+  for (int rank = 0; rank < size; ++rank) {
+    inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
+  }
+  return inputs;
+}
+
+// Their sequential sum times `scale`, rounded as the ring rounds it.
+Bytes ScaledSum(const std::vector<Bytes>& inputs, size_t count, DataType dtype, double scale) {
+  Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
+  tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+  return expected;
+}
+
 // The ring scales each reduced chunk once, at the rank that reduced it; the
 // result must be exactly the sequential sum scaled the same way, in place
 // and out of place, for floats and for integers (rounded).
@@ -229,12 +245,8 @@ TFDIST_TEST(RingAllreduceAppliesResultScale) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{300001}}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64}) {
         for (bool in_place : {false, true}) {
-          std::vector<Bytes> inputs;
-          for (int rank = 0; rank < size; ++rank) {
-            inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
-          }
-          Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
-          tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+          const std::vector<Bytes> inputs = SumInputs(size, count, dtype);
+          const Bytes expected = ScaledSum(inputs, count, dtype, scale);
           std::vector<Bytes> kept = inputs;
           auto run = [&](Transport& transport, void* buffer, size_t n) {
             const void* input = in_place ? buffer : kept[transport.rank()].data();
@@ -262,12 +274,8 @@ TFDIST_TEST(RingAllreduceOverSpans) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt64}) {
         for (size_t segment_bytes : {size_t{12}, tfdist::kDefaultRingSegmentBytes}) {
           const double scale = dtype == DataType::kFloat32 ? 0.5 : 1.0;
-          std::vector<Bytes> inputs;
-          for (int rank = 0; rank < size; ++rank) {
-            inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, count));
-          }
-          Bytes expected = SequentialReduce(inputs, count, dtype, ReduceOp::kSum);
-          tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+          const std::vector<Bytes> inputs = SumInputs(size, count, dtype);
+          const Bytes expected = ScaledSum(inputs, count, dtype, scale);
           std::vector<Bytes> kept = inputs;
           auto run = [&](Transport& transport, void* buffer, size_t n) {
             const size_t element = tfdist::DataTypeSize(dtype);
