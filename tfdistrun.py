@@ -179,6 +179,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """The ``tfdistrun`` command; returns the job's exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:  # tfdistrun -np 2 -- python train.py
+        args.command = args.command[1:]
     try:
         command, env = build_command(
             args.np, args.command, hosts=args.hosts, hostfile=args.hostfile,

@@ -64,6 +64,10 @@ def test_horovod_options_become_settings(capsys):
     for name in ("TFDIST_FUSION_THRESHOLD", "TFDIST_CYCLE_TIME", "TFDIST_TIMELINE"):
         assert f"-x {name}" in printed
     assert printed.rstrip().endswith("python train.py")
+    # "--" may end tfdistrun's options; it is not passed on.
+    assert launcher.main(["-np", "2", "--dry-run", "--", "python", "train.py"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[-2:] == ["python", "train.py"] and "--" not in printed
 
 
 def launch(*args, timeout):
