@@ -132,7 +132,9 @@ Status CollectiveExecutor::AllreduceWithLargeTensors(const std::vector<Request*>
                                              : static_cast<const unsigned char*>(r->input)});
     }
   }
-  timeline_.Complete(label, "FUSION_COPY_IN", start, small.size(), packed_bytes, "");
+  if (!small.empty()) {
+    timeline_.Complete(label, "FUSION_COPY_IN", start, small.size(), packed_bytes, "");
+  }
 
   size_t bytes = 0;
   for (const RingSpan& span : spans) bytes += span.bytes;
@@ -149,7 +151,9 @@ Status CollectiveExecutor::AllreduceWithLargeTensors(const std::vector<Request*>
     if (!r->stand_in) std::memcpy(r->output, packed + offset, AccumulationBytes(*r));
     offset += AccumulationBytes(*r);
   }
-  timeline_.Complete(label, "FUSION_COPY_OUT", start, small.size(), packed_bytes, "");
+  if (!small.empty()) {
+    timeline_.Complete(label, "FUSION_COPY_OUT", start, small.size(), packed_bytes, "");
+  }
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
 }
