@@ -12,8 +12,9 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
   slower in any training benchmark run and faster in some
   (docs/training_benchmark.md);
 - ``--oversubscribe`` when more processes than this machine's cores start here;
-- every ``TFDIST_*`` variable, ``PYTHONPATH`` and ``GLIBC_TUNABLES`` exported to
-  every rank (``mpirun`` does not pass the environment to other hosts);
+- every ``TFDIST_*`` variable, ``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH`` and
+  ``GLIBC_TUNABLES`` exported to every rank (``mpirun`` does not pass the
+  environment to other hosts);
 - transparent huge pages for TensorFlow's tensors (``glibc.malloc.hugetlb=1``):
   a gradient on 4 KiB pages costs the transfer between processes a kernel
   page-table walk per page; with 2 MiB pages the CNN benchmark's 4.7 MB
@@ -38,8 +39,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 HUGE_PAGE_TUNABLE = "glibc.malloc.hugetlb"
 TIMEOUT_EXIT_CODE = 124  # what coreutils' timeout returns
-# Variables every rank needs, beyond the TFDIST_* settings.
-FORWARDED = ("PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL")
+# Variables every rank needs, beyond the TFDIST_* settings: on another host
+# mpirun starts ranks in a login environment, where PATH may not even lead
+# to this Python.
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL")
 
 
 def find_mpirun() -> str:

@@ -21,7 +21,7 @@ def test_command_has_the_defaults(monkeypatch):
     monkeypatch.setattr(launcher, "local_cores", lambda: 2)
     argv, env = build(2)
     assert argv == [FAKE_MPIRUN, "-np", "2", "--bind-to", "none", "-x", "GLIBC_TUNABLES",
-                    "python", "train.py", "--epochs", "2"]
+                    "-x", "PATH", "python", "train.py", "--epochs", "2"]
     assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
     assert env["PATH"] == "/usr/bin"
 
@@ -40,6 +40,7 @@ def test_settings_and_environment_reach_every_rank():
                                "GLIBC_TUNABLES": "glibc.malloc.check=0"})
     exported = {argv[i + 1] for i, word in enumerate(argv) if word == "-x"}
     assert exported == {"TFDIST_CYCLE_TIME", "TFDIST_DEBUG", "PYTHONPATH", "GLIBC_TUNABLES"}
+    assert "HOME" not in argv
     assert env["TFDIST_CYCLE_TIME"] == "2"
     assert env["GLIBC_TUNABLES"] == "glibc.malloc.check=0:glibc.malloc.hugetlb=1"
 
