@@ -15,11 +15,10 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
 - every ``TFDIST_*`` variable, ``PATH``, ``LD_LIBRARY_PATH``, ``PYTHONPATH`` and
   ``GLIBC_TUNABLES`` exported to every rank (``mpirun`` does not pass the
   environment to other hosts);
-- transparent huge pages for TensorFlow's tensors (``glibc.malloc.hugetlb=1``
-  and the mmap and trim thresholds that keep them on it, HUGE_PAGE_TUNABLES): a
-  gradient on 4 KiB pages costs the transfer between processes a kernel
-  page-table walk per page; with 2 MiB pages the MLP benchmark's allreduce
-  took about 0.4 ms instead of 0.85 ms (docs/training_benchmark.md);
+- transparent huge pages for TensorFlow's tensors (``glibc.malloc.hugetlb=1``):
+  a gradient on 4 KiB pages costs the transfer between processes a kernel
+  page-table walk per page; with 2 MiB pages the CNN benchmark's 4.7 MB
+  allreduce took 0.68 ms instead of 0.87 ms (docs/training_benchmark.md);
   ``--no-huge-pages`` leaves glibc alone;
 - ``--timeout``: the whole job is killed after that many seconds (exit 124),
   so a job that hangs never holds its machines for good;
@@ -38,22 +37,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-# glibc's settings for huge pages under tensors. hugetlb=1: malloc asks for
-# transparent huge pages for the memory it maps. mmap_threshold: blocks above
-# it are mapped on their own, at an address only 4 KiB-aligned, and
-# TensorFlow's allocator takes its regions of several MiB that way (and never
-# frees them, so glibc's own threshold, which rises to 32 MiB as such blocks
-# are freed, stays at 128 KiB). A huge page must be 2 MiB-aligned, so a
-# region's first 0-2 MiB stays on 4 KiB pages, and in one run of three the
-# MLP benchmark's gradients lay there (allreduce 850 us instead of 400).
-# Below 32 MiB, the heap serves them; glibc grows it in aligned steps.
-# trim_threshold: what glibc's own rule would pair with that threshold
-# (twice it); at its default of 128 KiB, every step's freed activations at the
-# top of the heap went back to the kernel and faulted in again (18 page
-# faults per MLP step).
-HUGE_PAGE_TUNABLES = (("glibc.malloc.hugetlb", "1"),
-                      ("glibc.malloc.mmap_threshold", str(32 << 20)),
-                      ("glibc.malloc.trim_threshold", str(64 << 20)))
+HUGE_PAGE_TUNABLE = "glibc.malloc.hugetlb"
 TIMEOUT_EXIT_CODE = 124  # what coreutils' timeout returns
 # Variables every rank needs, beyond the TFDIST_* settings: on another host
 # mpirun starts ranks in a login environment, where PATH may not even lead
@@ -75,12 +59,13 @@ def find_mpirun() -> str:
 def with_huge_pages(tunables: Optional[str]) -> str:
     """``GLIBC_TUNABLES`` with malloc's huge pages on, keeping the user's other tunables.
 
-    A value the user already gave for one of HUGE_PAGE_TUNABLES is kept as it is.
+    A value the user already gave for the huge-page tunable is kept as it is.
     """
-    items = [item for item in (tunables or "").split(":") if item]
-    given = {item.split("=", 1)[0] for item in items}
-    items += [f"{name}={value}" for name, value in HUGE_PAGE_TUNABLES if name not in given]
-    return ":".join(items)
+    if not tunables:
+        return f"{HUGE_PAGE_TUNABLE}=1"
+    if any(item.split("=", 1)[0] == HUGE_PAGE_TUNABLE for item in tunables.split(":")):
+        return tunables
+    return f"{tunables}:{HUGE_PAGE_TUNABLE}=1"
 
 
 def local_cores() -> int:
@@ -168,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bind-to", default="none",
                         help="mpirun's --bind-to (default: none)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
-                        help="leave GLIBC_TUNABLES as it is (no huge pages for tensors)")
+                        help=f"do not set {HUGE_PAGE_TUNABLE}=1 in GLIBC_TUNABLES")
     parser.add_argument("--fusion-threshold-mb", type=float,
                         help="TFDIST_FUSION_THRESHOLD, in MiB")
     parser.add_argument("--cycle-time-ms", type=float, help="TFDIST_CYCLE_TIME")

@@ -9,8 +9,6 @@ from mpi_harness import ROOT, mpi_environment
 import tfdistrun as launcher
 
 FAKE_MPIRUN = "/opt/mpi/bin/mpirun"
-HUGE_PAGES = ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
-              "glibc.malloc.trim_threshold=67108864")
 
 
 def build(np_, **kwargs):
@@ -24,7 +22,7 @@ def test_command_has_the_defaults(monkeypatch):
     argv, env = build(2)
     assert argv == [FAKE_MPIRUN, "-np", "2", "--bind-to", "none", "-x", "GLIBC_TUNABLES",
                     "-x", "PATH", "python", "train.py", "--epochs", "2"]
-    assert env["GLIBC_TUNABLES"] == HUGE_PAGES
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
     assert env["PATH"] == "/usr/bin"
 
 
@@ -44,13 +42,11 @@ def test_settings_and_environment_reach_every_rank():
     assert exported == {"TFDIST_CYCLE_TIME", "TFDIST_DEBUG", "PYTHONPATH", "GLIBC_TUNABLES"}
     assert "HOME" not in argv
     assert env["TFDIST_CYCLE_TIME"] == "2"
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.check=0:" + HUGE_PAGES
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.check=0:glibc.malloc.hugetlb=1"
 
 
 def test_huge_pages_respect_the_user():
-    assert launcher.with_huge_pages("glibc.malloc.hugetlb=0") == (
-        "glibc.malloc.hugetlb=0" + HUGE_PAGES[len("glibc.malloc.hugetlb=1"):])
-    assert launcher.with_huge_pages(HUGE_PAGES) == HUGE_PAGES
+    assert launcher.with_huge_pages("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0"
     _, env = build(2, huge_pages=False)
     assert "GLIBC_TUNABLES" not in env
 
