@@ -54,57 +54,72 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
 
 namespace {
 
-size_t AccumulationBytes(const Request& request) {
-  return static_cast<size_t>(request.description.num_elements()) *
-         DataTypeSize(AccumulationType(request.description.dtype));
-}
-
 // Large members of a fused group are reduced where they lie (fusion.h); a
 // decision on the description alone, so every rank makes the same one.
 bool ReducedWhereItLies(const Request& request) {
-  return AccumulationBytes(request) > kLargestFusedTensorBytes;
+  return AccumulationBytes(request.description) > kLargestFusedTensorBytes;
 }
 
 }  // namespace
 
 Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
-  if (group.size() > 1) {
-    size_t bytes = 0;
-    bool large = false;
-    for (const Request* r : group) {
-      bytes += AccumulationBytes(*r);
-      large = large || ReducedWhereItLies(*r);
+  const TensorDescription& d = group[0]->description;
+  size_t bytes = 0;
+  bool large = false;
+  for (const Request* r : group) {
+    bytes += AccumulationBytes(r->description);
+    large = large || ReducedWhereItLies(*r);
+  }
+  const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes);
+  // The ring reads each input where it lies, writes each result straight
+  // into its output and applies the postscale as it goes: no pass over
+  // memory of its own, which for large tensors is most of what the executor
+  // costs. It needs the tensors reduced in their own type and no prescale.
+  // What goes on the wire depends on this choice (the ring forwards scaled
+  // chunks), so it depends only on the descriptions, the same on every rank.
+  const bool ring_where_they_lie = algorithm == AllreduceAlgorithm::kRing &&
+                                   AccumulationType(d.dtype) == d.dtype && d.prescale == 1.0;
+  if (ring_where_they_lie && (large || group.size() == 1)) {
+    return RingWhereTheyLie(group, algorithm, bytes);
+  }
+  if (large && group.size() > 1) {
+    // Another algorithm: the small ones fused, each large one on its own.
+    std::vector<Request*> small;
+    std::vector<Request*> alone;
+    for (Request* r : group) (ReducedWhereItLies(*r) ? alone : small).push_back(r);
+    Status status = small.empty() ? Status::OK() : AllreduceFused(small);
+    for (Request* r : alone) {
+      if (!status.ok()) break;
+      status = Allreduce({r});
     }
-    if (large) {
-      return AllreduceWithLargeTensors(group, Resolve(group[0]->description.algorithm, bytes));
-    }
+    return status;
   }
   return AllreduceFused(group);
 }
 
-Status CollectiveExecutor::AllreduceWithLargeTensors(const std::vector<Request*>& group,
-                                                     AllreduceAlgorithm algorithm) {
+Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
+                                            AllreduceAlgorithm algorithm, size_t bytes) {
   const TensorDescription& d = group[0]->description;
-  std::vector<Request*> small;
-  std::vector<Request*> large;
-  for (Request* r : group) (ReducedWhereItLies(*r) ? large : small).push_back(r);
-  if (algorithm != AllreduceAlgorithm::kRing || AccumulationType(d.dtype) != d.dtype ||
-      d.prescale != 1.0) {
-    Status status = small.empty() ? Status::OK() : AllreduceFused(small);
-    for (Request* r : large) {
-      if (!status.ok()) break;
-      status = AllreduceFused({r});
-    }
-    return status;
-  }
-
-  // The fusion buffer holds the small members, then the identity for any
-  // large member this rank stands in for (it has no memory of its own).
   const size_t element = DataTypeSize(d.dtype);
+  // A tensor alone lies where it is, whatever its size; in a group, the
+  // small ones are packed (fusion.h).
+  auto where_it_lies = [&](const Request& r) {
+    return group.size() == 1 || ReducedWhereItLies(r);
+  };
+  // The fusion buffer holds the packed members, then the identity for any
+  // member that lies elsewhere and that this rank stands in for (it has no
+  // memory of its own).
+  size_t packed_count = 0;
   size_t packed_bytes = 0;
   size_t scratch_bytes = 0;
-  for (const Request* r : small) packed_bytes += AccumulationBytes(*r);
-  for (const Request* r : large) scratch_bytes += r->stand_in ? AccumulationBytes(*r) : 0;
+  for (const Request* r : group) {
+    if (!where_it_lies(*r)) {
+      ++packed_count;
+      packed_bytes += AccumulationBytes(r->description);
+    } else if (r->stand_in) {
+      scratch_bytes += AccumulationBytes(r->description);
+    }
+  }
   if (fusion_buffer_.size() < packed_bytes + scratch_bytes) {
     fusion_buffer_.resize(packed_bytes + scratch_bytes);
   }
@@ -113,46 +128,45 @@ Status CollectiveExecutor::AllreduceWithLargeTensors(const std::vector<Request*>
   const std::string& label = group[0]->name;
 
   int64_t start = timeline_.NowMicros();
-  std::vector<RingSpan> spans{{packed_bytes, packed, nullptr}};
+  std::vector<RingSpan> spans;
+  if (packed_bytes > 0) spans.push_back({packed_bytes, packed, nullptr});
   size_t offset = 0;
-  for (const Request* r : small) {
-    CopyIn(*r, packed + offset, d.dtype, AccumulationBytes(*r) / element);
-    offset += AccumulationBytes(*r);
-  }
-  for (const Request* r : large) {
-    const size_t bytes = AccumulationBytes(*r);
-    if (r->stand_in) {
-      CopyIn(*r, scratch, d.dtype, bytes / element);
-      spans.push_back({bytes, scratch, nullptr});
-      scratch += bytes;
+  for (const Request* r : group) {
+    const size_t member_bytes = AccumulationBytes(r->description);
+    if (!where_it_lies(*r)) {
+      CopyIn(*r, packed + offset, d.dtype, member_bytes / element);
+      offset += member_bytes;
+    } else if (r->stand_in) {
+      CopyIn(*r, scratch, d.dtype, member_bytes / element);
+      spans.push_back({member_bytes, scratch, nullptr});
+      scratch += member_bytes;
     } else {
-      if (r->input != r->output) AdviseHugePages(r->output, bytes);
-      spans.push_back({bytes, static_cast<unsigned char*>(r->output),
+      if (r->input != r->output) AdviseHugePages(r->output, member_bytes);
+      spans.push_back({member_bytes, static_cast<unsigned char*>(r->output),
                        r->input == r->output ? nullptr
                                              : static_cast<const unsigned char*>(r->input)});
     }
   }
-  if (!small.empty()) {
-    timeline_.Complete(label, "FUSION_COPY_IN", start, small.size(), packed_bytes, "");
+  if (packed_bytes > 0) {
+    timeline_.Complete(label, "FUSION_COPY_IN", start, packed_count, packed_bytes, "");
   }
 
-  size_t bytes = 0;
-  for (const RingSpan& span : spans) bytes += span.bytes;
   start = timeline_.NowMicros();
-  // The ring applies the postscale as it goes, to every span.
   Status status = RingAllreduceSpans(transport_, spans, d.dtype, d.op, d.postscale);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
 
-  start = timeline_.NowMicros();
-  offset = 0;
-  for (Request* r : small) {
-    if (!r->stand_in) std::memcpy(r->output, packed + offset, AccumulationBytes(*r));
-    offset += AccumulationBytes(*r);
-  }
-  if (!small.empty()) {
-    timeline_.Complete(label, "FUSION_COPY_OUT", start, small.size(), packed_bytes, "");
+  if (packed_bytes > 0) {
+    start = timeline_.NowMicros();
+    offset = 0;
+    for (Request* r : group) {
+      if (where_it_lies(*r)) continue;
+      const size_t member_bytes = AccumulationBytes(r->description);
+      if (!r->stand_in) std::memcpy(r->output, packed + offset, member_bytes);
+      offset += member_bytes;
+    }
+    timeline_.Complete(label, "FUSION_COPY_OUT", start, packed_count, packed_bytes, "");
   }
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
@@ -171,13 +185,6 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   // One tensor reduced in its own type runs in its output buffer; anything
   // else is packed into the fusion buffer, converted to the accumulation type.
   const bool in_place = group.size() == 1 && accumulation == d.dtype;
-  // The ring reads the input where it lies, writes the result straight into
-  // the output and applies the postscale as it goes: no pass over memory of
-  // its own, which for large tensors is most of what the executor costs.
-  // What goes on the wire depends on this choice (the ring forwards scaled
-  // chunks), so it depends only on the description, the same on every rank.
-  const bool direct_ring =
-      in_place && algorithm == AllreduceAlgorithm::kRing && d.prescale == 1.0;
   // A stand-in (join_state.h) runs the same steps on the identity, in the
   // fusion buffer, which it reuses, rather than in memory of its own.
   const bool stand_in = in_place && group[0]->stand_in;
@@ -189,10 +196,10 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
     AdviseHugePages(buffer, bytes);
   }
   int64_t start = timeline_.NowMicros();
-  if (in_place && (!direct_ring || stand_in)) {
+  if (in_place) {
     CopyIn(*group[0], buffer, d.dtype, total);
     timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
-  } else if (!in_place) {
+  } else {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
     size_t offset = 0;
@@ -205,16 +212,13 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   }
 
   start = timeline_.NowMicros();
-  Status status = direct_ring
-                      ? RingAllreduceOutOfPlace(transport_, stand_in ? buffer : group[0]->input,
-                                                buffer, total, accumulation, d.op, d.postscale)
-                      : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
+  Status status = ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
 
   start = timeline_.NowMicros();
-  if (in_place && !direct_ring && !stand_in && d.postscale != 1.0) {
+  if (in_place && !stand_in && d.postscale != 1.0) {
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
     timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
   } else if (!in_place) {

@@ -42,13 +42,13 @@ class CollectiveExecutor {
   Status Join(Request& request, int last_joined);
 
  private:
-  // A group with tensors over kLargestFusedTensorBytes (fusion.h): one ring
-  // over the fusion buffer, holding the small ones, and the large ones where
-  // they lie; with any other algorithm, the small ones fused, the large ones
-  // one by one.
-  Status AllreduceWithLargeTensors(const std::vector<Request*>& group,
-                                   AllreduceAlgorithm algorithm);
-  // The small members packed as usual, or one tensor alone.
+  // One ring over the tensors where they lie (a tensor alone, or those of a
+  // group over kLargestFusedTensorBytes, fusion.h) and the fusion buffer
+  // holding the group's small ones; `bytes` is the group's total.
+  Status RingWhereTheyLie(const std::vector<Request*>& group, AllreduceAlgorithm algorithm,
+                          size_t bytes);
+  // Packed into the fusion buffer, or one tensor alone in its output, with
+  // any algorithm.
   Status AllreduceFused(const std::vector<Request*>& group);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);

@@ -11,12 +11,12 @@ bool CanShare(const TensorDescription& a, const TensorDescription& b) {
          a.postscale == b.postscale && a.algorithm == b.algorithm;
 }
 
-size_t AccumulationBytes(const TensorDescription& d) {
-  return static_cast<size_t>(d.num_elements()) *
-         DataTypeSize(AccumulationType(d.dtype));
-}
-
 }  // namespace
+
+size_t AccumulationBytes(const TensorDescription& description) {
+  return static_cast<size_t>(description.num_elements()) *
+         DataTypeSize(AccumulationType(description.dtype));
+}
 
 std::vector<std::vector<size_t>> PlanFusion(
     const std::vector<const TensorDescription*>& descriptions,

@@ -22,6 +22,10 @@ namespace tfdist {
 // (ring_pipeline.h, RingSpan).
 constexpr size_t kLargestFusedTensorBytes = size_t{256} << 10;
 
+// What a tensor occupies in a fusion buffer: its elements in the
+// accumulation type (float16 and bfloat16 as float32).
+size_t AccumulationBytes(const TensorDescription& description);
+
 // Returns groups of indices into `descriptions`, in execution order. Every
 // index appears exactly once; non-allreduce collectives are groups of one.
 std::vector<std::vector<size_t>> PlanFusion(
