@@ -18,6 +18,10 @@ namespace tfdist {
 void ConvertScaled(const void* src, DataType src_type, void* dst,
                    DataType dst_type, size_t count, double factor);
 
+// Whether float32 holds `factor` exactly; then scaling float32 in float32
+// gives the same bits as through double precision (convert.cc).
+bool FloatHoldsExactly(double factor);
+
 // The type reductions of `dtype` run in: float32 for the 16-bit floats,
 // the type itself otherwise.
 DataType AccumulationType(DataType dtype);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cc/core/collectives/reduction.h"
+#include "cc/core/convert.h"
 #include "cc/core/half.h"
 #include "cc/tests/test_harness.h"
 
@@ -290,6 +291,59 @@ TFDIST_TEST(FillIdentityIsNeutralForEveryTypeAndOp) {
   CheckIdentity(DataType::kFloat64, Extremes<double>());
   CheckIdentity(DataType::kFloat16, HalfExtremes(tfdist::FloatToHalf));
   CheckIdentity(DataType::kBFloat16, HalfExtremes(tfdist::FloatToBFloat16));
+}
+
+}  // namespace tfdist_test
+
+namespace tfdist_test {
+namespace {
+
+// `count` elements of `dtype` from a fixed, varied pattern: signs, zeros,
+// values that overflow when combined, fractions that round.
+std::vector<unsigned char> Pattern(DataType dtype, size_t count, int seed) {
+  const size_t element = tfdist::DataTypeSize(dtype);
+  std::vector<unsigned char> bytes(count * element);
+  for (size_t i = 0; i < count; ++i) {
+    const double x = std::sin(static_cast<double>(i * 7 + seed)) *
+                     (i % 5 == 0 ? 3.0e38 : 123.456);
+    unsigned char* out = bytes.data() + i * element;
+    switch (dtype) {
+      case DataType::kFloat32: { const float v = i % 11 == 3 ? -0.0f : static_cast<float>(x);
+                                 std::memcpy(out, &v, sizeof v); break; }
+      case DataType::kFloat64: { std::memcpy(out, &x, sizeof x); break; }
+      case DataType::kFloat16: { const uint16_t v = tfdist::FloatToHalf(static_cast<float>(x / 1e36));
+                                 std::memcpy(out, &v, sizeof v); break; }
+      case DataType::kInt32: { const int32_t v = static_cast<int32_t>(std::fmod(x, 2.0e9));
+                               std::memcpy(out, &v, sizeof v); break; }
+      default: break;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// The fused pass must give exactly what ReduceInto followed by ConvertScaled
+// gives, for the factors it fuses and those it does not.
+TFDIST_TEST(ReduceIntoScaledMatchesReduceThenScaleBitForBit) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                         DataType::kInt32}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (double factor : {1.0, 0.5, 0.25, 1.0 / 3.0, 8.0}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{1001}}) {
+          std::vector<unsigned char> fused = Pattern(dtype, count, 1);
+          std::vector<unsigned char> separate = fused;
+          const std::vector<unsigned char> incoming = Pattern(dtype, count, 2);
+          tfdist::ReduceIntoScaled(fused.data(), incoming.data(), count, dtype, op, factor);
+          tfdist::ReduceInto(separate.data(), incoming.data(), count, dtype, op);
+          tfdist::ConvertScaled(separate.data(), dtype, separate.data(), dtype, count, factor);
+          CHECK_EQ_MSG(fused == separate, true,
+                       tfdist::DataTypeName(dtype) << " op " << static_cast<int>(op)
+                                                   << " factor " << factor << " count " << count);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace tfdist_test

@@ -9,6 +9,7 @@ BENCHMARKS = {
     "runtime": "tfdist.bench.runtime",       # eager latency and tf.function steps
     "training": "tfdist.bench.training",     # Keras training throughput vs the ceiling
     "join": "tfdist.bench.join",             # what a joined rank costs the others
+    "huge_pages": "tfdist.bench.huge_pages", # the ring over 4 KiB pages vs huge pages
 }
 
 

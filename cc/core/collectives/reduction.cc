@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "cc/core/convert.h"
 #include "cc/core/half.h"
 
 namespace tfdist {
@@ -59,6 +60,32 @@ void ReduceLoop(void* accumulator, const void* incoming, size_t count) {
   T* acc = static_cast<T*>(accumulator);
   const T* in = static_cast<const T*>(incoming);
   for (; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]);
+}
+
+// ReduceLoop with the result multiplied by `factor` before it is stored:
+// the operator's rounding, then the product's, as in two passes.
+template <typename Op>
+void ReduceScaledFloatLoop(void* accumulator, const void* incoming, size_t count,
+                           float factor) {
+  typedef float Vector __attribute__((vector_size(16)));
+  constexpr size_t kLanes = sizeof(Vector) / sizeof(float);
+  unsigned char* acc_bytes = static_cast<unsigned char*>(accumulator);
+  const unsigned char* in_bytes = static_cast<const unsigned char*>(incoming);
+  size_t i = 0;
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    Vector acc0, acc1, in0, in1;
+    std::memcpy(&acc0, acc_bytes + i * sizeof(float), sizeof(Vector));
+    std::memcpy(&acc1, acc_bytes + (i + kLanes) * sizeof(float), sizeof(Vector));
+    std::memcpy(&in0, in_bytes + i * sizeof(float), sizeof(Vector));
+    std::memcpy(&in1, in_bytes + (i + kLanes) * sizeof(float), sizeof(Vector));
+    acc0 = Op::Apply(acc0, in0) * factor;
+    acc1 = Op::Apply(acc1, in1) * factor;
+    std::memcpy(acc_bytes + i * sizeof(float), &acc0, sizeof(Vector));
+    std::memcpy(acc_bytes + (i + kLanes) * sizeof(float), &acc1, sizeof(Vector));
+  }
+  float* acc = static_cast<float*>(accumulator);
+  const float* in = static_cast<const float*>(incoming);
+  for (; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]) * factor;
 }
 
 // 16-bit floats: widen both operands, combine in float32, round back.
@@ -174,6 +201,24 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
     case DataType::kBool:
       return;  // not reducible; CheckReducible rejects it
   }
+}
+
+void ReduceIntoScaled(void* accumulator, const void* incoming, size_t count,
+                      DataType dtype, ReduceOp op, double factor) {
+  if (count == 0) return;
+  if (dtype == DataType::kFloat32 && factor != 1.0 && FloatHoldsExactly(factor)) {
+    const float f = static_cast<float>(factor);
+    switch (op) {
+      case ReduceOp::kSum: return ReduceScaledFloatLoop<SumOp>(accumulator, incoming, count, f);
+      case ReduceOp::kProduct:
+        return ReduceScaledFloatLoop<ProductOp>(accumulator, incoming, count, f);
+      case ReduceOp::kMin: return ReduceScaledFloatLoop<MinOp>(accumulator, incoming, count, f);
+      case ReduceOp::kMax: return ReduceScaledFloatLoop<MaxOp>(accumulator, incoming, count, f);
+    }
+    return;
+  }
+  ReduceInto(accumulator, incoming, count, dtype, op);
+  if (factor != 1.0) ConvertScaled(accumulator, dtype, accumulator, dtype, count, factor);
 }
 
 void FillIdentity(void* buffer, size_t count, DataType dtype, ReduceOp op) {

@@ -29,6 +29,14 @@ Status CheckReducible(DataType dtype, ReduceOp op);
 void ReduceInto(void* accumulator, const void* incoming, size_t count,
                 DataType dtype, ReduceOp op);
 
+// ReduceInto, then each element of the accumulator multiplied by `factor`
+// exactly as ConvertScaled(accumulator, dtype, accumulator, dtype, count,
+// factor) does it: the same bits, in one pass over the memory where that is
+// possible (float32 with a factor float32 holds exactly, such as Average's
+// 1/P for P a power of two), in two passes otherwise.
+void ReduceIntoScaled(void* accumulator, const void* incoming, size_t count,
+                      DataType dtype, ReduceOp op, double factor);
+
 // Writes `count` elements of op's identity (0 for Sum, -0.0 for floats, 1 for Product, the
 // largest value or +inf for Min, the lowest or -inf for Max): what a rank
 // that has joined (tfdist.join) contributes, so that the others' result is

@@ -6,7 +6,6 @@
 
 #include "cc/core/collectives/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
-#include "cc/core/convert.h"
 
 namespace tfdist {
 namespace {
@@ -152,8 +151,8 @@ class RingRun {
 
   // Reduces what arrived for `segment` into the buffer (first copying this
   // rank's input in, out of place) and, after the last reduce step, scales
-  // it. Done in cache-sized blocks, so each block is read from memory once
-  // for all three passes rather than once per pass.
+  // it as it reduces. Done in cache-sized blocks, so each block is read from
+  // memory once rather than once per pass.
   void ReduceSegment(const Segment& segment, const unsigned char* incoming, bool last_step) {
     constexpr size_t kBlockBytes = size_t{64} << 10;
     const size_t element_size = schedule_.element_size;
@@ -163,11 +162,8 @@ class RingRun {
       const size_t bytes = std::min(block, segment.bytes - done);
       unsigned char* out = segment.data + done;
       if (segment.source != nullptr) std::memcpy(out, segment.source + done, bytes);
-      ReduceInto(out, incoming + done, bytes / element_size, schedule_.dtype, schedule_.op);
-      if (scale) {
-        ConvertScaled(out, schedule_.dtype, out, schedule_.dtype, bytes / element_size,
-                      schedule_.result_scale);
-      }
+      ReduceIntoScaled(out, incoming + done, bytes / element_size, schedule_.dtype,
+                       schedule_.op, scale ? schedule_.result_scale : 1.0);
     }
   }
 

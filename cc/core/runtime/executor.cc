@@ -141,7 +141,11 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
       spans.push_back({member_bytes, scratch, nullptr});
       scratch += member_bytes;
     } else {
-      if (r->input != r->output) AdviseHugePages(r->output, member_bytes);
+      if (r->input != r->output) {
+        AdviseHugePages(r->output, member_bytes);
+        huge_pages_.Collapse(r->input, member_bytes);
+      }
+      huge_pages_.Collapse(r->output, member_bytes);
       spans.push_back({member_bytes, static_cast<unsigned char*>(r->output),
                        r->input == r->output ? nullptr
                                              : static_cast<const unsigned char*>(r->input)});

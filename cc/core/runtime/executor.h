@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cc/core/collectives/cost_model.h"
+#include "cc/core/runtime/memory_advice.h"
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
@@ -68,6 +69,7 @@ class CollectiveExecutor {
   Stats& stats_;
   Timeline& timeline_;
   std::vector<uint8_t> fusion_buffer_;
+  HugePageCollapser huge_pages_;  // for tensors reduced where they lie
 };
 
 }  // namespace tfdist
