@@ -39,8 +39,22 @@ struct MaxOp {
 // x86-64, NEON on arm64) rather than relying on auto-vectorisation, which
 // GCC does not do at -O2 for loops with a runtime trip count. Two vectors per
 // iteration hide the latency of one. No calls, no branches on dtype or op.
-template <typename Op, typename T>
-void ReduceLoop(void* accumulator, const void* incoming, size_t count) {
+// What ReduceLoop does to each combined value before storing it: nothing,
+// or (ReduceIntoScaled) multiply it, after the operator's rounding, as a
+// separate scaling pass would.
+struct Unscaled {
+  template <typename V>
+  V operator()(V v) const { return v; }
+};
+struct ScaledBy {
+  float factor;
+  template <typename V>
+  V operator()(V v) const { return v * factor; }
+};
+
+template <typename Op, typename T, typename Finish = Unscaled>
+void ReduceLoop(void* accumulator, const void* incoming, size_t count,
+                Finish finish = Finish()) {
   typedef T Vector __attribute__((vector_size(16)));
   constexpr size_t kLanes = sizeof(Vector) / sizeof(T);
   unsigned char* acc_bytes = static_cast<unsigned char*>(accumulator);
@@ -52,40 +66,14 @@ void ReduceLoop(void* accumulator, const void* incoming, size_t count) {
     std::memcpy(&acc1, acc_bytes + (i + kLanes) * sizeof(T), sizeof(Vector));
     std::memcpy(&in0, in_bytes + i * sizeof(T), sizeof(Vector));
     std::memcpy(&in1, in_bytes + (i + kLanes) * sizeof(T), sizeof(Vector));
-    acc0 = Op::Apply(acc0, in0);
-    acc1 = Op::Apply(acc1, in1);
+    acc0 = finish(Op::Apply(acc0, in0));
+    acc1 = finish(Op::Apply(acc1, in1));
     std::memcpy(acc_bytes + i * sizeof(T), &acc0, sizeof(Vector));
     std::memcpy(acc_bytes + (i + kLanes) * sizeof(T), &acc1, sizeof(Vector));
   }
   T* acc = static_cast<T*>(accumulator);
   const T* in = static_cast<const T*>(incoming);
-  for (; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]);
-}
-
-// ReduceLoop with the result multiplied by `factor` before it is stored:
-// the operator's rounding, then the product's, as in two passes.
-template <typename Op>
-void ReduceScaledFloatLoop(void* accumulator, const void* incoming, size_t count,
-                           float factor) {
-  typedef float Vector __attribute__((vector_size(16)));
-  constexpr size_t kLanes = sizeof(Vector) / sizeof(float);
-  unsigned char* acc_bytes = static_cast<unsigned char*>(accumulator);
-  const unsigned char* in_bytes = static_cast<const unsigned char*>(incoming);
-  size_t i = 0;
-  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
-    Vector acc0, acc1, in0, in1;
-    std::memcpy(&acc0, acc_bytes + i * sizeof(float), sizeof(Vector));
-    std::memcpy(&acc1, acc_bytes + (i + kLanes) * sizeof(float), sizeof(Vector));
-    std::memcpy(&in0, in_bytes + i * sizeof(float), sizeof(Vector));
-    std::memcpy(&in1, in_bytes + (i + kLanes) * sizeof(float), sizeof(Vector));
-    acc0 = Op::Apply(acc0, in0) * factor;
-    acc1 = Op::Apply(acc1, in1) * factor;
-    std::memcpy(acc_bytes + i * sizeof(float), &acc0, sizeof(Vector));
-    std::memcpy(acc_bytes + (i + kLanes) * sizeof(float), &acc1, sizeof(Vector));
-  }
-  float* acc = static_cast<float*>(accumulator);
-  const float* in = static_cast<const float*>(incoming);
-  for (; i < count; ++i) acc[i] = Op::Apply(acc[i], in[i]) * factor;
+  for (; i < count; ++i) acc[i] = finish(Op::Apply(acc[i], in[i]));
 }
 
 // 16-bit floats: widen both operands, combine in float32, round back.
@@ -207,13 +195,13 @@ void ReduceIntoScaled(void* accumulator, const void* incoming, size_t count,
                       DataType dtype, ReduceOp op, double factor) {
   if (count == 0) return;
   if (dtype == DataType::kFloat32 && factor != 1.0 && FloatHoldsExactly(factor)) {
-    const float f = static_cast<float>(factor);
+    const ScaledBy scaled{static_cast<float>(factor)};
     switch (op) {
-      case ReduceOp::kSum: return ReduceScaledFloatLoop<SumOp>(accumulator, incoming, count, f);
+      case ReduceOp::kSum: return ReduceLoop<SumOp, float>(accumulator, incoming, count, scaled);
       case ReduceOp::kProduct:
-        return ReduceScaledFloatLoop<ProductOp>(accumulator, incoming, count, f);
-      case ReduceOp::kMin: return ReduceScaledFloatLoop<MinOp>(accumulator, incoming, count, f);
-      case ReduceOp::kMax: return ReduceScaledFloatLoop<MaxOp>(accumulator, incoming, count, f);
+        return ReduceLoop<ProductOp, float>(accumulator, incoming, count, scaled);
+      case ReduceOp::kMin: return ReduceLoop<MinOp, float>(accumulator, incoming, count, scaled);
+      case ReduceOp::kMax: return ReduceLoop<MaxOp, float>(accumulator, incoming, count, scaled);
     }
     return;
   }
