@@ -98,13 +98,14 @@ void ReduceInteger(void* acc, const void* in, size_t count, ReduceOp op) {
   }
 }
 
-template <typename Float>
-void ReduceFloat(void* acc, const void* in, size_t count, ReduceOp op) {
+template <typename Float, typename Finish = Unscaled>
+void ReduceFloat(void* acc, const void* in, size_t count, ReduceOp op,
+                 Finish finish = Finish()) {
   switch (op) {
-    case ReduceOp::kSum: return ReduceLoop<SumOp, Float>(acc, in, count);
-    case ReduceOp::kProduct: return ReduceLoop<ProductOp, Float>(acc, in, count);
-    case ReduceOp::kMin: return ReduceLoop<MinOp, Float>(acc, in, count);
-    case ReduceOp::kMax: return ReduceLoop<MaxOp, Float>(acc, in, count);
+    case ReduceOp::kSum: return ReduceLoop<SumOp, Float>(acc, in, count, finish);
+    case ReduceOp::kProduct: return ReduceLoop<ProductOp, Float>(acc, in, count, finish);
+    case ReduceOp::kMin: return ReduceLoop<MinOp, Float>(acc, in, count, finish);
+    case ReduceOp::kMax: return ReduceLoop<MaxOp, Float>(acc, in, count, finish);
   }
 }
 
@@ -195,15 +196,8 @@ void ReduceIntoScaled(void* accumulator, const void* incoming, size_t count,
                       DataType dtype, ReduceOp op, double factor) {
   if (count == 0) return;
   if (dtype == DataType::kFloat32 && factor != 1.0 && FloatHoldsExactly(factor)) {
-    const ScaledBy scaled{static_cast<float>(factor)};
-    switch (op) {
-      case ReduceOp::kSum: return ReduceLoop<SumOp, float>(accumulator, incoming, count, scaled);
-      case ReduceOp::kProduct:
-        return ReduceLoop<ProductOp, float>(accumulator, incoming, count, scaled);
-      case ReduceOp::kMin: return ReduceLoop<MinOp, float>(accumulator, incoming, count, scaled);
-      case ReduceOp::kMax: return ReduceLoop<MaxOp, float>(accumulator, incoming, count, scaled);
-    }
-    return;
+    return ReduceFloat<float>(accumulator, incoming, count, op,
+                              ScaledBy{static_cast<float>(factor)});
   }
   ReduceInto(accumulator, incoming, count, dtype, op);
   if (factor != 1.0) ConvertScaled(accumulator, dtype, accumulator, dtype, count, factor);

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-
 // glibc 2.36's headers predate it; the value is the kernel's ABI.
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -30,18 +29,15 @@ void AdviseHugePages(void* data, size_t bytes) {
 
 void HugePageCollapser::Collapse(const void* data, size_t bytes) {
   if (bytes == 0) return;
-  if (seen_.size() > kMaxRegions || tried_.size() > kMaxRegions) {
-    seen_.clear();
-    tried_.clear();
-  }
+  if (sightings_.size() > kMaxRegions) sightings_.clear();
   // Every 2 MiB region the buffer touches, the partial ones at its ends
   // included: the pages pinned are the buffer's, wherever they lie.
   const uintptr_t first = reinterpret_cast<uintptr_t>(data) & ~(kHugePage - 1);
   const uintptr_t last = (reinterpret_cast<uintptr_t>(data) + bytes - 1) & ~(kHugePage - 1);
   for (uintptr_t region = first; region <= last; region += kHugePage) {
-    if (tried_.count(region) != 0) continue;
-    if (seen_.insert(region).second) continue;  // first sighting: maybe never reused
-    tried_.insert(region);  // once, whatever the outcome
+    uint8_t& sightings = sightings_[region];
+    if (sightings >= 2) continue;    // tried already, whatever the outcome
+    if (++sightings < 2) continue;   // first sighting: maybe never reused
     // The kernel copies the region into a huge page while holding off other
     // accesses to it; contents are kept. It refuses (and nothing changes)
     // where THP is off, on kernels before 6.1, for shared memory, and for a

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace tfdist {
 
@@ -37,8 +37,8 @@ class HugePageCollapser {
   // Bounded: a workload whose buffers move every step starts over.
   static constexpr size_t kMaxRegions = 4096;
 
-  std::unordered_set<uintptr_t> seen_;
-  std::unordered_set<uintptr_t> tried_;
+  // Times each 2 MiB region was seen, up to 2 (the time it was tried).
+  std::unordered_map<uintptr_t, uint8_t> sightings_;
   size_t collapsed_count_ = 0;
 };
 
