@@ -1,9 +1,17 @@
 """Gradient compression applied around a collective: ``Compression.none`` and ``Compression.fp16``.
 
-A compressor turns a tensor into what goes over the wire and back:
+A compressor decides how a list of dense gradients crosses the ranks:
+``Compressor.allreduce`` is the one entry point that ``allreduce_gradients``
+(and so ``DistributedOptimizer`` and ``DistributedGradientTape``) calls. The
+base class sends each tensor through ``compress``, reduces what that returns
+and undoes it with ``decompress``:
 
     wire, context = compressor.compress(tensor)
     tensor = compressor.decompress(reduced_wire, context)
+
+A compressor that needs another collective (a sparse exchange, several
+rounds) overrides ``allreduce`` instead. ``get_config`` and
+``Compression.from_config`` carry a compressor through a saved model.
 
 fp16 halves the bytes of float32/float64 gradients; the runtime accumulates
 float16 in float32, so the loss of precision is that of the rounding to
@@ -11,9 +19,11 @@ float16 only. Non-floating tensors pass through unchanged.
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
+
+from tfdist import ops
 
 
 class Compressor:
@@ -28,6 +38,33 @@ class Compressor:
     def decompress(self, tensor: tf.Tensor, context: Any) -> tf.Tensor:
         """Inverts ``compress`` on the (reduced) tensor."""
         return tensor
+
+    def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,
+                  op: ops.ReduceOp, prescale_factor: float = 1.0,
+                  postscale_factor: float = 1.0,
+                  group_name: Optional[str] = None) -> List[tf.Tensor]:
+        """Combines dense ``tensors`` across ranks; returns them in the same order.
+
+        ``names[i]`` names tensor i on every rank (and keys any per-tensor
+        state a compressor keeps). With ``group_name`` the tensors go as one
+        grouped collective of that name; without, each as its own collective
+        named ``names[i]``.
+        """
+        compressed = [self.compress(tf.convert_to_tensor(t)) for t in tensors]
+        wire = [c[0] for c in compressed]
+        if group_name is not None:
+            reduced = ops.grouped_allreduce(wire, op=op, name=group_name,
+                                            prescale_factor=prescale_factor,
+                                            postscale_factor=postscale_factor)
+        else:
+            reduced = [ops.allreduce(w, op=op, name=n, prescale_factor=prescale_factor,
+                                     postscale_factor=postscale_factor)
+                       for w, n in zip(wire, names)]
+        return [self.decompress(r, c[1]) for r, c in zip(reduced, compressed)]
+
+    def get_config(self) -> Dict[str, Any]:
+        """What ``Compression.from_config`` needs to make this compressor again (JSON)."""
+        return {"name": self.name}
 
     def __repr__(self) -> str:
         return f"Compression.{self.name}"
@@ -60,3 +97,10 @@ class Compression:
             if compressor.name == name:
                 return compressor
         raise ValueError(f"unknown compression {name!r}; expected 'none' or 'fp16'")
+
+    @staticmethod
+    def from_config(config: Union[str, Dict[str, Any]]) -> Compressor:
+        """The compressor a ``get_config()`` dict (or, from older saves, a name) describes."""
+        if isinstance(config, str):
+            return Compression.by_name(config)
+        return Compression.by_name(config["name"])

@@ -122,24 +122,23 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
                 continue
         dense_indices.append(i)
 
-    compressed = {i: compression.compress(tf.convert_to_tensor(gradients[i]))
-                  for i in dense_indices}
     if num_groups is None:
         num_groups = default_num_groups()
     if num_groups > 0 and dense_indices:
         groups = _split(dense_indices, num_groups)
         for number, group in enumerate(groups):
-            reduced = ops.grouped_allreduce(
-                [compressed[i][0] for i in group], op=reduce_op,
-                name=f"{prefix}.group{number}of{len(groups)}", prescale_factor=prescale,
-                postscale_factor=postscale)
+            reduced = compression.allreduce(
+                [gradients[i] for i in group], [names[i] for i in group], op=reduce_op,
+                prescale_factor=prescale, postscale_factor=postscale,
+                group_name=f"{prefix}.group{number}of{len(groups)}")
             for i, value in zip(group, reduced):
-                result[i] = compression.decompress(value, compressed[i][1])
-    else:
-        for i in dense_indices:
-            value = ops.allreduce(compressed[i][0], op=reduce_op, name=names[i],
-                                  prescale_factor=prescale, postscale_factor=postscale)
-            result[i] = compression.decompress(value, compressed[i][1])
+                result[i] = value
+    elif dense_indices:
+        reduced = compression.allreduce(
+            [gradients[i] for i in dense_indices], [names[i] for i in dense_indices],
+            op=reduce_op, prescale_factor=prescale, postscale_factor=postscale)
+        for i, value in zip(dense_indices, reduced):
+            result[i] = value
     return result
 
 

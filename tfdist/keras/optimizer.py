@@ -67,7 +67,7 @@ class DistributedSettings:
         op = values["op"]
         return cls(
             compression=(compression if isinstance(compression, Compressor)
-                         else Compression.by_name(compression)),
+                         else Compression.from_config(compression)),
             op=op if isinstance(op, ops.ReduceOp) else ops.ReduceOp[str(op).upper()],
             backward_passes_per_step=int(values["backward_passes_per_step"]),
             average_aggregated_gradients=bool(values["average_aggregated_gradients"]),
@@ -78,7 +78,10 @@ class DistributedSettings:
     def to_config(self) -> Dict[str, Any]:
         """JSON-serialisable form, merged into the optimizer's ``get_config()``."""
         return {
-            "compression": self.compression.name,
+            # A bare name when that is all there is, as older saves have it.
+            "compression": (self.compression.name if self.compression.get_config()
+                            == {"name": self.compression.name}
+                            else self.compression.get_config()),
             "op": ops.ReduceOp(self.op).name.capitalize(),
             "backward_passes_per_step": self.backward_passes_per_step,
             "average_aggregated_gradients": self.average_aggregated_gradients,
