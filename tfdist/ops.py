@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfdist import _eager, _library
-from tfdist.config import ALGORITHMS
 
 
 class ReduceOp(enum.IntEnum):
@@ -92,10 +91,11 @@ def _scale_attr(value: float) -> str:
 def _algorithm_attr(algorithm: Optional[str]) -> int:
     if algorithm is None:
         return 0  # the runtime applies TFDIST_ALLREDUCE_ALGORITHM, else auto
-    if algorithm not in ALGORITHMS:
+    algorithms = _library.allreduce_algorithms()
+    if algorithm not in algorithms:
         raise ValueError(f"unknown allreduce algorithm {algorithm!r}; "
-                         f"expected one of {', '.join(ALGORITHMS)}")
-    return ALGORITHMS.index(algorithm)
+                         f"expected one of {', '.join(algorithms)}")
+    return algorithms.index(algorithm)
 
 
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
