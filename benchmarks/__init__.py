@@ -1,4 +1,9 @@
-"""Benchmarks: ``python -m tfdist.bench {allreduce,runtime,training,join}`` under mpirun."""
+"""tfdist's benchmarks; not part of the installed package.
+
+Run each from the repository root under mpirun, e.g.
+``mpirun -np 2 python -m benchmarks.allreduce``; ``python -m benchmarks``
+lists them. Results and the commands that produced them are in docs/.
+"""
 from __future__ import annotations
 
 import json
