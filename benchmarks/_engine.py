@@ -37,7 +37,7 @@ def _sources() -> list:
 
 def _build() -> Path:
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+        sys.path.append(str(ROOT))  # last: tfdist must stay the installed one
     from build_support import native
 
     mpicc = native.find_mpicc(sys.prefix)
