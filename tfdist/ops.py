@@ -34,6 +34,10 @@ Product = ReduceOp.PRODUCT
 Average = ReduceOp.AVERAGE
 
 _REDUCE_OPS = frozenset(ReduceOp)
+# The values are the library's ReduceOp codes, Average (Sum then 1/size) after them.
+_library.check_mirror("ReduceOp", [op.name.lower() for op in ReduceOp if op != ReduceOp.AVERAGE],
+                      _library.control().tfdist_reduce_op_name)
+_library.check_mirrors()
 _REDUCIBLE = _library.REDUCIBLE_DTYPES
 _REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cc/core/collectives/algorithm.h"
+#include "cc/core/data_type.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/transport/mpi_wait.h"
@@ -22,7 +23,8 @@
 namespace {
 
 // The counters tfdist_stats reports, in its order; Python takes the names
-// from tfdist_stat_name, so a counter added here needs no Python edit.
+// from tfdist_stat_name, so a counter added to Stats needs a line here and
+// no Python edit.
 struct Counter {
   const char* name;
   std::atomic<uint64_t> tfdist::Stats::*field;
@@ -44,9 +46,14 @@ constexpr int kNamedCounters = static_cast<int>(std::size(kCounters));
 constexpr int kAlgorithmCounters =
     static_cast<int>(std::extent<decltype(tfdist::Stats::algorithm_calls)>::value);
 
+// The core's name functions answer "unknown" for a value that is none of theirs.
+const char* KnownOrNull(int value, const char* name) {
+  return value < 0 || std::strcmp(name, "unknown") == 0 ? nullptr : name;
+}
+
 const char* AlgorithmNameOrNull(int value) {
-  const char* name = tfdist::AllreduceAlgorithmName(static_cast<tfdist::AllreduceAlgorithm>(value));
-  return std::strcmp(name, "unknown") == 0 ? nullptr : name;
+  return KnownOrNull(
+      value, tfdist::AllreduceAlgorithmName(static_cast<tfdist::AllreduceAlgorithm>(value)));
 }
 
 const std::vector<std::string>& StatNames() {
@@ -77,8 +84,17 @@ const char* tfdist_status_code_name(int value) {
 
 // AllreduceAlgorithm (cc/core/collectives/algorithm.h): the values of the ops'
 // `algorithm` attribute and of tfdist_resolve_algorithm.
-const char* tfdist_allreduce_algorithm_name(int value) {
-  return value < 0 ? nullptr : AlgorithmNameOrNull(value);
+const char* tfdist_allreduce_algorithm_name(int value) { return AlgorithmNameOrNull(value); }
+
+// DataType and ReduceOp (cc/core/data_type.h): Python keeps its own tables of
+// these (TensorFlow dtypes by code, the public ReduceOp enum) and checks them
+// against these names when it loads the library.
+const char* tfdist_data_type_name(int value) {
+  return KnownOrNull(value, tfdist::DataTypeName(static_cast<tfdist::DataType>(value)));
+}
+
+const char* tfdist_reduce_op_name(int value) {
+  return KnownOrNull(value, tfdist::ReduceOpName(static_cast<tfdist::ReduceOp>(value)));
 }
 
 // The counters of tfdist_stats, by position.
