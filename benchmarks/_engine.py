@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -58,7 +59,6 @@ def _build() -> Path:
     if (LIBRARY_PATH.exists() and stamp.exists() and stamp.read_text() == key
             and LIBRARY_PATH.stat().st_mtime > newest_object):
         return LIBRARY_PATH
-    import subprocess
     result = subprocess.run(link, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise native.BuildError(f"linking {LIBRARY_PATH} failed:\n{' '.join(link)}\n"
