@@ -1,8 +1,8 @@
 """The engine's allreduce algorithms timed directly, without TensorFlow or the runtime.
 
 The timing entry point (benchmarks/native/engine_timer.cc) is not part of
-tfdist's library. On first use it is compiled, with the framework-free core it
-calls (cc/core without the runtime), into build/benchmarks/libtfdist_engine.so
+tfdist's library. On first use it is compiled, with the framework-free core
+(cc/core without the runtime), into build/benchmarks/libtfdist_engine.so
 (git-ignored), with the compiler and MPI flags tfdist's own build uses
 (build_support/native.py). Later uses rebuild only what changed. Every rank
 of a job may call ``engine_timer``: they build one at a time, under a lock.
@@ -23,17 +23,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "build" / "benchmarks"
 LIBRARY_PATH = BUILD_DIR / "libtfdist_engine.so"
 TIMER_SOURCE = Path(__file__).resolve().parent / "native" / "engine_timer.cc"
-#: What the timer calls: the algorithms and the transports, with what they use.
-CORE_DIRS = ("cc/core", "cc/core/collectives", "cc/core/transport")
+#: The timer needs the algorithms and the transports, not the runtime.
+LEFT_OUT = ROOT / "cc" / "core" / "runtime"
 
 EngineTimer = Callable[[str, np.ndarray, int], float]
 
 
 def _sources() -> list:
-    found = [TIMER_SOURCE]
-    for directory in CORE_DIRS:
-        found += sorted((ROOT / directory).glob("*.cc"))
-    return found
+    core = sorted(path for path in (ROOT / "cc" / "core").rglob("*.cc")
+                  if LEFT_OUT not in path.parents)
+    return [TIMER_SOURCE, *core]
 
 
 def _build() -> Path:
