@@ -96,7 +96,8 @@ def _strip_compiler(words: list[str]) -> list[str]:
     return words[1:] if words and not words[0].startswith("-") else words
 
 
-def _system_includes(flags: list[str]) -> list[str]:
+def system_includes(flags: list[str]) -> list[str]:
+    """`flags` with every -I turned into -isystem."""
     # TensorFlow's and MPI's headers are not ours to keep -Wextra clean.
     out = []
     for flag in flags:
@@ -114,19 +115,21 @@ def _newest_header_time() -> float:
     return max((p.stat().st_mtime for p in (ROOT / "cc").rglob("*.h")), default=0.0)
 
 
-def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
-    """Compiles and links the library into output_dir; returns its path."""
-    tensorflow = probe_tensorflow()
-    mpicc = find_mpicc(tensorflow["prefix"])
-    if shutil.which(os.environ.get("CXX", "g++")) is None:
-        raise BuildError("no C++17 compiler (g++) found; install g++ (Debian: apt-get install g++).")
-    mpi_compile, mpi_link = mpi_flags(mpicc)
+def find_compiler() -> str:
+    """The C++17 compiler: $CXX, or g++."""
     cxx = os.environ.get("CXX", "g++")
-    compile_flags = (["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
-                      "-fvisibility-inlines-hidden", f"-I{ROOT}"]
-                     + _system_includes(tensorflow["compile_flags"])
-                     + _system_includes(mpi_compile))
-    output_dir.mkdir(parents=True, exist_ok=True)
+    if shutil.which(cxx) is None:
+        raise BuildError("no C++17 compiler (g++) found; install g++ (Debian: apt-get install g++).")
+    return cxx
+
+
+def compile_objects(cxx: str, compile_flags: list[str], source_files: list[Path],
+                    object_dir: Path, jobs: int | None = None) -> list[Path]:
+    """Compiles source_files (under the repository) into object_dir, in parallel.
+
+    An object is rebuilt when its source or any header under cc/ is newer,
+    or when the compiler or flags changed since the last build in object_dir.
+    """
     object_dir.mkdir(parents=True, exist_ok=True)
     headers_time = _newest_header_time()
     flags_key = json.dumps([cxx, compile_flags])
@@ -134,7 +137,7 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
     same_flags = stamp.exists() and stamp.read_text() == flags_key
 
     def compile_one(source: Path) -> Path:
-        relative = source.relative_to(ROOT / "cc").with_suffix(".o")
+        relative = source.relative_to(ROOT).with_suffix(".o")
         obj = object_dir / str(relative).replace(os.sep, "_")
         if (same_flags and obj.exists()
                 and obj.stat().st_mtime > max(source.stat().st_mtime, headers_time)):
@@ -150,8 +153,23 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
 
     jobs = jobs or int(os.environ.get("TFDIST_BUILD_JOBS", os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        objects = list(pool.map(compile_one, sources()))
+        objects = list(pool.map(compile_one, source_files))
     stamp.write_text(flags_key)
+    return objects
+
+
+def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
+    """Compiles and links the library into output_dir; returns its path."""
+    tensorflow = probe_tensorflow()
+    mpicc = find_mpicc(tensorflow["prefix"])
+    cxx = find_compiler()
+    mpi_compile, mpi_link = mpi_flags(mpicc)
+    compile_flags = (["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
+                      "-fvisibility-inlines-hidden", f"-I{ROOT}"]
+                     + system_includes(tensorflow["compile_flags"])
+                     + system_includes(mpi_compile))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    objects = compile_objects(cxx, compile_flags, sources(), object_dir, jobs)
 
     library = output_dir / LIBRARY_NAME
     link = [cxx, "-shared", "-o", str(library), *map(str, objects),

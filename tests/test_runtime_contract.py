@@ -1,4 +1,4 @@
-"""The runtime contract (DESIGN.md; issue 3) at np = 2, 3 and 4.
+"""The runtime contract (docs/design.md) at np = 2, 3 and 4.
 
 One mpirun per size runs tests/workers/runtime_contract.py, which checks, on
 every rank and against numpy: init() failing on every rank when ranks'

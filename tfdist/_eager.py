@@ -39,9 +39,10 @@ FAST_PATH_MAX_BYTES = 64 * 1024
 _CORE_DTYPE = {dtype.as_datatype_enum: code
                for code, dtype in enumerate(_library.REDUCIBLE_DTYPES)}
 
-# StatusCode (cc/core/status.h) -> the error the op would raise.
-_ERRORS = {1: tf.errors.InvalidArgumentError, 2: tf.errors.FailedPreconditionError,
-           3: tf.errors.InternalError, 4: tf.errors.AbortedError}
+# StatusCode names (cc/core/status.h) -> the error the op would raise.
+_ERROR_CLASSES = {"invalid_argument": tf.errors.InvalidArgumentError,
+                  "failed_precondition": tf.errors.FailedPreconditionError,
+                  "internal": tf.errors.InternalError, "aborted": tf.errors.AbortedError}
 
 _ERROR_BYTES = 4096
 _per_thread = threading.local()
@@ -62,6 +63,14 @@ def _address(array: np.ndarray) -> int:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError):
         return array.__array_interface__["data"][0]
+
+
+@functools.lru_cache(maxsize=None)
+def _error_class(code: int) -> type:
+    """The TensorFlow error for a StatusCode value, as the library names it."""
+    names = _library.status_codes()
+    name = names[code] if 0 <= code < len(names) else None
+    return _ERROR_CLASSES.get(name, tf.errors.UnknownError)
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,5 +126,5 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
                           _ERROR_BYTES)
     if code != 0:
         message = error.value.decode(errors="replace")
-        raise _ERRORS.get(code, tf.errors.UnknownError)(None, None, message)
+        raise _error_class(code)(None, None, message)
     return _EagerTensor(result, tensor.device, dtype)

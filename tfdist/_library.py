@@ -6,6 +6,7 @@ import functools
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Callable, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -71,4 +72,56 @@ def control() -> ctypes.CDLL:
     lib.tfdist_resolve_algorithm.restype = ctypes.c_int
     lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double)] * 3
     lib.tfdist_link_cost.restype = ctypes.c_int
+    for name in ("tfdist_status_code_name", "tfdist_allreduce_algorithm_name",
+                 "tfdist_stat_name", "tfdist_data_type_name", "tfdist_reduce_op_name"):
+        getattr(lib, name).argtypes = [ctypes.c_int]
+        getattr(lib, name).restype = ctypes.c_char_p
     return lib
+
+
+# The library's enums and counter names, read from it rather than copied here,
+# so that a value added or renumbered on the C++ side cannot be mislabelled.
+
+def _names(function: Callable[[int], bytes]) -> Tuple[str, ...]:
+    names = []
+    while (name := function(len(names))) is not None:
+        names.append(name.decode())
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=None)
+def status_codes() -> Tuple[str, ...]:
+    """StatusCode names (cc/core/status.h), indexed by value: "ok", "invalid_argument", ..."""
+    return _names(control().tfdist_status_code_name)
+
+
+@functools.lru_cache(maxsize=None)
+def allreduce_algorithms() -> Tuple[str, ...]:
+    """AllreduceAlgorithm names (cc/core/collectives/algorithm.h), indexed by value."""
+    return _names(control().tfdist_allreduce_algorithm_name)
+
+
+@functools.lru_cache(maxsize=None)
+def stat_names() -> Tuple[str, ...]:
+    """The names of the counters tfdist_stats returns, in its order ("a.b" for nested ones)."""
+    return _names(control().tfdist_stat_name)
+
+
+def check_mirror(what: str, python_names: Sequence[str], library: Callable[[int], bytes],
+                 complete: bool = True) -> None:
+    """Raises LibraryError unless ``python_names`` are the library's names for ``what``, value
+    for value (its first ones, if not ``complete``): for the tables Python must keep itself
+    (a public enum, TensorFlow dtypes by code)."""
+    library_names = _names(library)
+    known = library_names if complete else library_names[:len(python_names)]
+    if tuple(python_names) != known:
+        raise LibraryError(f"tfdist's Python {what} table {tuple(python_names)} does not match "
+                           f"its library's {library_names}. {REBUILD_HINT}")
+
+
+@functools.lru_cache(maxsize=None)
+def check_mirrors() -> None:
+    """Checks REDUCIBLE_DTYPES against the library's DataType codes (bool, never reduced,
+    comes after them)."""
+    check_mirror("dtype", [dtype.name for dtype in REDUCIBLE_DTYPES],
+                 control().tfdist_data_type_name, complete=False)

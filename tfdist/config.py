@@ -10,7 +10,14 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-ALGORITHMS = ("auto", "tree", "butterfly", "ring", "rabenseifner", "mpi")
+
+def __getattr__(name: str) -> Any:
+    # ALGORITHMS, the allreduce algorithm names indexed by value, comes from
+    # the native library (only when asked for: this module needs no library).
+    if name == "ALGORITHMS":
+        from tfdist import _library
+        return _library.allreduce_algorithms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConfigError(ValueError):
@@ -70,9 +77,11 @@ class RuntimeSettings:
 
     def validate(self) -> None:
         """Raises ConfigError naming the first setting that cannot work."""
-        if self.allreduce_algorithm not in ALGORITHMS:
+        from tfdist import _library
+        algorithms = _library.allreduce_algorithms()
+        if self.allreduce_algorithm not in algorithms:
             raise ConfigError(f"TFDIST_ALLREDUCE_ALGORITHM={self.allreduce_algorithm!r}: "
-                              f"expected one of {', '.join(ALGORITHMS)}")
+                              f"expected one of {', '.join(algorithms)}")
         for name in ("fusion_threshold", "cache_capacity"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TFDIST_{name.upper()} must not be negative")

@@ -46,11 +46,24 @@ def gradient_names(variables: Optional[Sequence], count: int, prefix: str) -> Li
     return [f"{prefix}.{i}.{_label(v)}" for i, v in enumerate(variables)]
 
 
+def validate_reduction(op: ops.ReduceOp, gradient_predivide_factor: float,
+                       num_groups: Optional[int]) -> None:
+    """Raises ValueError if gradients cannot be combined with these settings.
+
+    The one statement of these rules: ``allreduce_gradients`` applies them, and
+    ``DistributedGradientTape`` and the Keras ``DistributedSettings`` apply them
+    when they are made, so that a bad setting fails there rather than at the
+    first step.
+    """
+    if gradient_predivide_factor != 1.0 and op != ops.Average:
+        raise ValueError("gradient_predivide_factor only applies with op=Average")
+    if num_groups is not None and num_groups < 0:
+        raise ValueError("num_groups must be >= 0 (or None for the default)")
+
+
 def _reduction(op: ops.ReduceOp, predivide: float) -> tuple:
-    """(op, prescale, postscale) for the runtime, given the user's op and predivide factor."""
+    """(op, prescale, postscale) for the runtime, given a valid op and predivide factor."""
     if predivide != 1.0:
-        if op != ops.Average:
-            raise ValueError("gradient_predivide_factor only applies with op=Average")
         return ops.Sum, 1.0 / predivide, predivide / runtime.size()
     return op, 1.0, 1.0
 
@@ -102,6 +115,7 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
     Works eagerly and inside ``tf.function``. With one rank, returns the
     gradients unchanged (no collective is needed).
     """
+    validate_reduction(op, gradient_predivide_factor, num_groups)
     gradients = list(gradients)
     if runtime.size() == 1 and gradient_predivide_factor == 1.0:
         return [None if g is None else (tf.convert_to_tensor(g) if sparse_as_dense and
@@ -171,6 +185,7 @@ class DistributedGradientTape:
                  compression: Compressor = Compression.none, sparse_as_dense: bool = False,
                  gradient_predivide_factor: float = 1.0, num_groups: Optional[int] = None,
                  name: str = "tfdist.tape") -> None:
+        validate_reduction(op, gradient_predivide_factor, num_groups)
         self._tape = tape
         self._op = op
         self._compression = compression

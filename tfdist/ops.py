@@ -15,7 +15,6 @@ from typing import List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from tfdist import _eager, _library
-from tfdist.config import ALGORITHMS
 
 
 class ReduceOp(enum.IntEnum):
@@ -35,6 +34,10 @@ Product = ReduceOp.PRODUCT
 Average = ReduceOp.AVERAGE
 
 _REDUCE_OPS = frozenset(ReduceOp)
+# The values are the library's ReduceOp codes, Average (Sum then 1/size) after them.
+_library.check_mirror("ReduceOp", [op.name.lower() for op in ReduceOp if op != ReduceOp.AVERAGE],
+                      _library.control().tfdist_reduce_op_name)
+_library.check_mirrors()
 _REDUCIBLE = _library.REDUCIBLE_DTYPES
 _REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
 
@@ -92,10 +95,11 @@ def _scale_attr(value: float) -> str:
 def _algorithm_attr(algorithm: Optional[str]) -> int:
     if algorithm is None:
         return 0  # the runtime applies TFDIST_ALLREDUCE_ALGORITHM, else auto
-    if algorithm not in ALGORITHMS:
+    algorithms = _library.allreduce_algorithms()
+    if algorithm not in algorithms:
         raise ValueError(f"unknown allreduce algorithm {algorithm!r}; "
-                         f"expected one of {', '.join(ALGORITHMS)}")
-    return ALGORITHMS.index(algorithm)
+                         f"expected one of {', '.join(algorithms)}")
+    return algorithms.index(algorithm)
 
 
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,

@@ -7,7 +7,7 @@ import warnings
 from typing import Any, Dict, Optional
 
 from tfdist import _library
-from tfdist.config import ALGORITHMS, RuntimeSettings
+from tfdist.config import RuntimeSettings
 
 
 class NotInitializedError(RuntimeError):
@@ -16,13 +16,6 @@ class NotInitializedError(RuntimeError):
 
 class InitError(RuntimeError):
     """The runtime could not start; the message says why."""
-
-
-_STAT_NAMES = (
-    "allreduce_calls", "tensors_reduced", "bytes_reduced", "allgather_calls",
-    "broadcast_calls", "alltoall_calls", "reducescatter_calls", "negotiation_rounds",
-    "cached_rounds", "errors",
-)
 
 
 def init(comm: Any = None, **settings: Any) -> None:
@@ -115,12 +108,18 @@ def stats() -> Dict[str, Any]:
     calls means fusion happened); ``algorithm_calls`` maps algorithm names to
     how many allreduces ran with each.
     """
-    values = (ctypes.c_uint64 * 32)()
+    names = _library.stat_names()  # the library's names and order
+    values = (ctypes.c_uint64 * len(names))()
     count = _library.control().tfdist_stats(values, len(values))
     if count < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    result: Dict[str, Any] = dict(zip(_STAT_NAMES, values[:len(_STAT_NAMES)]))
-    result["algorithm_calls"] = dict(zip(ALGORITHMS, values[len(_STAT_NAMES):count]))
+    result: Dict[str, Any] = {}
+    for name, value in zip(names, values[:count]):
+        *groups, key = name.split(".")
+        table = result
+        for group in groups:  # "algorithm_calls.ring" -> result["algorithm_calls"]["ring"]
+            table = table.setdefault(group, {})
+        table[key] = value
     return result
 
 
@@ -131,11 +130,12 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
     link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
     are reduced in float32, so pass twice their byte size.
     """
-    requested = ALGORITHMS.index(algorithm or "auto")
+    algorithms = _library.allreduce_algorithms()
+    requested = algorithms.index(algorithm or "auto")
     chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
     if chosen < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    return ALGORITHMS[chosen]
+    return algorithms[chosen]
 
 
 def link_cost() -> Dict[str, float]:

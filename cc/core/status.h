@@ -17,6 +17,20 @@ enum class StatusCode {
   kAborted,             // the runtime was shut down while the op waited
 };
 
+// The code's name, as the C control API exports it (Python maps each name to
+// a TensorFlow error class); nullptr for a value that is no StatusCode.
+// No default case: -Wswitch flags a code added above and not named here.
+inline const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid_argument";
+    case StatusCode::kFailedPrecondition: return "failed_precondition";
+    case StatusCode::kInternal: return "internal";
+    case StatusCode::kAborted: return "aborted";
+  }
+  return nullptr;
+}
+
 class Status {
  public:
   Status() = default;

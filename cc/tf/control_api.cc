@@ -3,17 +3,106 @@
 // allreduces, through eager_api.cc.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/data_type.h"
 #include "cc/core/runtime/config.h"
+#include "cc/core/runtime/stats.h"
 #include "cc/core/transport/mpi_wait.h"
 #include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
 
+namespace {
+
+// The counters tfdist_stats reports, in its order; Python takes the names
+// from tfdist_stat_name, so a counter added to Stats needs a line here and
+// no Python edit.
+struct Counter {
+  const char* name;
+  std::atomic<uint64_t> tfdist::Stats::*field;
+};
+constexpr Counter kCounters[] = {
+    {"allreduce_calls", &tfdist::Stats::allreduce_calls},
+    {"tensors_reduced", &tfdist::Stats::tensors_reduced},
+    {"bytes_reduced", &tfdist::Stats::bytes_reduced},
+    {"allgather_calls", &tfdist::Stats::allgather_calls},
+    {"broadcast_calls", &tfdist::Stats::broadcast_calls},
+    {"alltoall_calls", &tfdist::Stats::alltoall_calls},
+    {"reducescatter_calls", &tfdist::Stats::reducescatter_calls},
+    {"negotiation_rounds", &tfdist::Stats::negotiation_rounds},
+    {"cached_rounds", &tfdist::Stats::cached_rounds},
+    {"errors", &tfdist::Stats::errors},
+};
+constexpr int kNamedCounters = static_cast<int>(std::size(kCounters));
+// After the named counters: one per algorithm, "algorithm_calls.<name>".
+constexpr int kAlgorithmCounters =
+    static_cast<int>(std::extent<decltype(tfdist::Stats::algorithm_calls)>::value);
+
+// The core's name functions answer "unknown" for a value that is none of theirs.
+const char* KnownOrNull(int value, const char* name) {
+  return value < 0 || std::strcmp(name, "unknown") == 0 ? nullptr : name;
+}
+
+const char* AlgorithmNameOrNull(int value) {
+  return KnownOrNull(
+      value, tfdist::AllreduceAlgorithmName(static_cast<tfdist::AllreduceAlgorithm>(value)));
+}
+
+const std::vector<std::string>& StatNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const Counter& counter : kCounters) all.emplace_back(counter.name);
+    for (int i = 0; i < kAlgorithmCounters; ++i) {
+      const char* algorithm = AlgorithmNameOrNull(i);
+      all.push_back("algorithm_calls." + (algorithm ? std::string(algorithm) : std::to_string(i)));
+    }
+    return all;
+  }();
+  return names;
+}
+
+}  // namespace
+
 extern "C" {
+
+// The contract Python reads at run time instead of copying it: each returns
+// the name for `value`, or nullptr once `value` is past the last one (values
+// are dense from 0).
+
+// StatusCode (cc/core/status.h): the codes the functions here return.
+const char* tfdist_status_code_name(int value) {
+  return value < 0 ? nullptr : tfdist::StatusCodeName(static_cast<tfdist::StatusCode>(value));
+}
+
+// AllreduceAlgorithm (cc/core/collectives/algorithm.h): the values of the ops'
+// `algorithm` attribute and of tfdist_resolve_algorithm.
+const char* tfdist_allreduce_algorithm_name(int value) { return AlgorithmNameOrNull(value); }
+
+// DataType and ReduceOp (cc/core/data_type.h): Python keeps its own tables of
+// these (TensorFlow dtypes by code, the public ReduceOp enum) and checks them
+// against these names when it loads the library.
+const char* tfdist_data_type_name(int value) {
+  return KnownOrNull(value, tfdist::DataTypeName(static_cast<tfdist::DataType>(value)));
+}
+
+const char* tfdist_reduce_op_name(int value) {
+  return KnownOrNull(value, tfdist::ReduceOpName(static_cast<tfdist::ReduceOp>(value)));
+}
+
+// The counters of tfdist_stats, by position.
+const char* tfdist_stat_name(int index) {
+  const std::vector<std::string>& names = StatNames();
+  return index < 0 || index >= static_cast<int>(names.size()) ? nullptr
+                                                              : names[index].c_str();
+}
 
 // `comm_handle` is the MPI_Comm handle of an mpi4py communicator. Returns 0,
 // or a StatusCode with the message in `error`. Calling it while initialized
@@ -60,21 +149,19 @@ int tfdist_topology(int* out) {
   return 0;
 }
 
-// Counters in the order tfdist/runtime.py names them; returns how many were
-// written, or -1 when not initialized.
+// The counters named by tfdist_stat_name, in that order; returns how many
+// were written, or -1 when not initialized.
 int tfdist_stats(uint64_t* out, int capacity) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
-  const tfdist::Stats& s = handle.runtime->stats();
-  const uint64_t values[] = {
-      s.allreduce_calls, s.tensors_reduced, s.bytes_reduced, s.allgather_calls,
-      s.broadcast_calls, s.alltoall_calls, s.reducescatter_calls,
-      s.negotiation_rounds, s.cached_rounds, s.errors,
-      s.algorithm_calls[0], s.algorithm_calls[1], s.algorithm_calls[2],
-      s.algorithm_calls[3], s.algorithm_calls[4], s.algorithm_calls[5]};
-  const int n = static_cast<int>(sizeof values / sizeof values[0]);
-  const int written = n < capacity ? n : capacity;
-  std::memcpy(out, values, written * sizeof(uint64_t));
+  const tfdist::Stats& stats = handle.runtime->stats();
+  int written = 0;
+  for (int i = 0; i < kNamedCounters && written < capacity; ++i) {
+    out[written++] = (stats.*kCounters[i].field).load();
+  }
+  for (int i = 0; i < kAlgorithmCounters && written < capacity; ++i) {
+    out[written++] = stats.algorithm_calls[i].load();
+  }
   return written;
 }
 

@@ -1,4 +1,4 @@
-"""Checks the runtime contract (DESIGN.md, issue 3) on every rank, against numpy.
+"""Checks the runtime contract (docs/design.md) on every rank, against numpy.
 
 One job covers many checks, after init() refuses settings that differ between
 ranks, in three runtime lifetimes:

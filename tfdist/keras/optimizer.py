@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfdist import ops
 from tfdist.compression import Compression, Compressor
-from tfdist.gradient_tape import allreduce_gradients
+from tfdist.gradient_tape import allreduce_gradients, validate_reduction
 
 # The settings DistributedOptimizer adds to the optimizer's config, with defaults.
 _SETTING_DEFAULTS: Dict[str, Any] = {
@@ -54,10 +54,7 @@ class DistributedSettings:
             raise ValueError("backward_passes_per_step must be >= 1")
         if self.op not in (ops.Average, ops.Sum):
             raise ValueError(f"gradients can be averaged or summed, not reduced with {self.op!r}")
-        if self.gradient_predivide_factor != 1.0 and self.op != ops.Average:
-            raise ValueError("gradient_predivide_factor only applies with op=Average")
-        if self.num_groups is not None and self.num_groups < 0:
-            raise ValueError("num_groups must be >= 0 (or None for the default)")
+        validate_reduction(self.op, self.gradient_predivide_factor, self.num_groups)
 
     @classmethod
     def from_config(cls, config: Dict[str, Any]) -> "DistributedSettings":

@@ -1,5 +1,5 @@
 // Agreeing, between ranks, which tensors are ready everywhere and in which
-// order to run them: the heart of the runtime contract (DESIGN.md).
+// order to run them: the heart of the runtime contract (docs/design.md).
 //
 // Every round, each rank contributes the descriptions of the tensors it was
 // handed since its last round. All contributions are allgathered, so every

@@ -257,7 +257,7 @@ bool Runtime::RunRoundLocked() {
   // polling budget that waits for work are long. A joined rank's rounds
   // learn on their own budget (mpi_wait.h): polling only briefly, they made
   // the others' back-to-back eager 4-byte allreduces take 260-290 µs
-  // instead of 14-20 µs in about half the runs here (tfdist.bench join).
+  // instead of 14-20 µs in about half the runs here (benchmarks/join.py).
   const WaitKind wait = negotiator_->has_joined() ? WaitKind::kStandIn
                         : announced_.empty()      ? WaitKind::kIdle
                                                   : WaitKind::kRendezvous;

@@ -1,6 +1,6 @@
 """Allreduce latency and bandwidth, 4 B to 256 MiB, against MPI_Allreduce in the same job.
 
-    mpirun -np 2 python -m tfdist.bench allreduce --json docs/bench/allreduce-np2.json
+    mpirun -np 2 python -m benchmarks.allreduce --json docs/bench/allreduce-np2.json
 
 For every size it measures, in this order and with the same iteration count
 on every rank: MPI_Allreduce through mpi4py (the reference), each engine
@@ -13,44 +13,21 @@ busbw = algbw * 2(P-1)/P).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
+import sys
 import time
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import numpy as np
 import tensorflow as tf
 
 import tfdist
-from tfdist import _library
+from benchmarks._engine import engine_timer
 
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
-FLOAT32 = 6  # cc/core/data_type.h DataType::kFloat32
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
 MIN_ITERATIONS = 5
 MIN_WARMUP = 3
-
-
-def _engine_timer(comm) -> Callable[[str, np.ndarray, int], float]:
-    from mpi4py import MPI
-    lib = _library.control()
-    run = lib.tfdist_engine_allreduce_seconds
-    run.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
-                    ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
-                    ctypes.c_char_p, ctypes.c_int]
-    run.restype = ctypes.c_int
-    handle = MPI._handleof(comm)
-
-    def timed(algorithm: str, buffer: np.ndarray, iterations: int) -> float:
-        seconds = ctypes.c_double()
-        error = ctypes.create_string_buffer(1024)
-        code = run(handle, tfdist.config.ALGORITHMS.index(algorithm),
-                   buffer.ctypes.data, buffer.size, FLOAT32, iterations,
-                   ctypes.byref(seconds), error, len(error))
-        if code:
-            raise RuntimeError(error.value.decode())
-        return seconds.value
-    return timed
 
 
 def _average_over_ranks(comm, seconds: float) -> float:
@@ -60,7 +37,7 @@ def _average_over_ranks(comm, seconds: float) -> float:
 def measure(comm, sizes: List[int]) -> List[Dict]:
     """Runs every method at every size; returns one row per size (the same on every rank)."""
     from mpi4py import MPI
-    engine = _engine_timer(comm)
+    engine = engine_timer(comm)
     rows = []
     for nbytes in sizes:
         count = max(1, nbytes // 4)
@@ -131,7 +108,7 @@ def _format_row(row: Dict) -> str:
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfdist.bench allreduce",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.allreduce",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=int, default=4)
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
@@ -158,3 +135,7 @@ def main(argv: List[str]) -> int:
                       indent=1)
     tfdist.shutdown()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,7 @@
  * that (docs/training_benchmark.md): with nothing else running, this probe
  * read 180 ns in some seconds and 400-590 ns in others.
  *
- *   gcc -O2 -pthread scripts/cross_core_latency.c -o /tmp/cross_core_latency
+ *   gcc -O2 -pthread benchmarks/cross_core_latency.c -o /tmp/cross_core_latency
  *   /tmp/cross_core_latency 30      # seconds; prints "unix-time round-trip-ns"
  *
  * Each sample takes about 5 ms of both cores, so it can run beside a

@@ -1,6 +1,6 @@
 """What a joined rank costs the ranks still training: the same work with and without it.
 
-    mpirun -np 2 --bind-to none python -m tfdist.bench join --json docs/bench/join-np2.json
+    mpirun -np 2 --bind-to none python -m benchmarks.join --json docs/bench/join-np2.json
 
 The last rank alternates between taking part (block A) and having called
 ``tfdist.join()`` (block B: it stands in for the others' collectives while
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from typing import Dict, List
 
@@ -21,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from tfdist.bench import write_json
-from tfdist.bench.runtime import STEP_TENSOR_BYTES, STEP_TENSORS
+from benchmarks import write_json
+from benchmarks.runtime import STEP_TENSOR_BYTES, STEP_TENSORS
 
 STEP_ELEMENTS = STEP_TENSOR_BYTES // 4  # float32
 COMPUTE_SECONDS = 0.005
@@ -104,7 +105,7 @@ def _run(step, small, eager_calls: int, steps: int, active):
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfdist.bench join",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.join",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the results to this file (rank 0)")
     parser.add_argument("--blocks", type=int, default=5, help="A/B block pairs")
@@ -128,3 +129,7 @@ def main(argv: List[str]) -> int:
         write_json(args.json, results)
     tfdist.shutdown()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """Keras training throughput with tfdist, against the no-communication ceiling, in one job.
 
-    mpirun -np 2 python -m tfdist.bench training --json docs/bench/training-np2.json
-    mpirun -np 2 python -m tfdist.bench training --method mwms --json docs/bench/training-np2.json
+    mpirun -np 2 python -m benchmarks.training --json docs/bench/training-np2.json
+    mpirun -np 2 python -m benchmarks.training --method mwms --json docs/bench/training-np2.json
 
 Every rank runs TensorFlow with one intra-op and one inter-op thread and
 trains on synthetic data, batch 64 per rank, with ``model.fit``. For each
@@ -30,6 +30,7 @@ import json
 import os
 import socket
 import statistics
+import sys
 import time
 from typing import Dict, List, Optional
 
@@ -346,7 +347,7 @@ def _save(path: str, results: Dict) -> None:
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfdist.bench training",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.training",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--method", choices=("tfdist", "mwms"), default="tfdist")
     parser.add_argument("--models", default=",".join(MODELS))
@@ -374,5 +375,4 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main(sys.argv[1:]))

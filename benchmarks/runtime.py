@@ -1,6 +1,6 @@
 """The runtime's overhead: eager latency and a tf.function step, against MPI in the same job.
 
-    mpirun -np 2 python -m tfdist.bench runtime --json docs/bench/runtime-np2.json
+    mpirun -np 2 python -m benchmarks.runtime --json docs/bench/runtime-np2.json
 
 (1) Latency of an eager ``tfdist.allreduce`` of 4 bytes (one float32), named
     (the steady state: the response cache answers) and unnamed (a new
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from typing import Callable, Dict, List
 
@@ -26,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from tfdist.bench import write_json
+from benchmarks import write_json
 
 STEP_TENSORS = 100
 STEP_TENSOR_BYTES = 16 * 1024
@@ -128,7 +129,7 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfdist.bench runtime",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.runtime",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the results to this file (rank 0)")
     parser.add_argument("--blocks", type=int, default=7, help="alternating blocks per method")
@@ -157,3 +158,7 @@ def main(argv: List[str]) -> int:
         write_json(args.json, results)
     tfdist.shutdown()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """The ring allreduce over 4 KiB pages against the same over huge pages, in one job.
 
-    python -m tfdistrun -np 2 python -m tfdist.bench huge_pages [--bytes N] [--json out.json]
+    python -m tfdistrun -np 2 python -m benchmarks.huge_pages [--bytes N] [--json out.json]
 
 On one host MPI moves large messages with a single copy from the sender's
 memory, and pins the sender's pages one by one for every message; the
@@ -19,6 +19,7 @@ import ctypes
 import json
 import mmap
 import statistics
+import sys
 from typing import Dict, List
 
 import numpy as np
@@ -49,8 +50,8 @@ def _buffer(nbytes: int, collapse: bool):
 def measure(comm, nbytes: int, blocks: int) -> Dict:
     """Alternates the two buffers for ``blocks`` blocks; times the slower rank of each block."""
     from mpi4py import MPI
-    from tfdist.bench.allreduce import _engine_timer
-    timed = _engine_timer(comm)
+    from benchmarks._engine import engine_timer
+    timed = engine_timer(comm)
     kept = []
     buffers = {}
     for name, collapse in (("4k_pages", False), ("huge_pages", True)):
@@ -79,7 +80,7 @@ def measure(comm, nbytes: int, blocks: int) -> Dict:
 
 
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfdist.bench huge_pages",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.huge_pages",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=2678824,
                         help="buffer size; the default is the benchmark MLP's gradients")
@@ -101,3 +102,7 @@ def main(argv: List[str]) -> int:
                 json.dump(result, out, indent=1)
     tfdist.shutdown()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,41 @@
+"""tfdist's benchmarks; not part of the installed package.
+
+Run each from the repository root under mpirun, e.g.
+``mpirun -np 2 python -m benchmarks.allreduce``; ``python -m benchmarks``
+lists them. They measure the installed tfdist (``pip install .``, or
+./scripts/setup.sh), not the source tree's copy. Results and the commands that
+produced them are in docs/.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+
+def _prefer_installed_tfdist() -> None:
+    # `python -m benchmarks.X` puts the source tree first on sys.path, where
+    # tfdist is the source without its compiled library (pip builds that into
+    # the installed copy). Measure the installed tfdist, as the tests do; the
+    # tree stays on the path, last, for a tree without an installed tfdist.
+    root = str(Path(__file__).resolve().parent.parent)
+    tree = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) == root]
+    rest = [entry for entry in sys.path if entry not in tree]
+    if (tree and "tfdist" not in sys.modules
+            and importlib.machinery.PathFinder.find_spec("tfdist", rest) is not None):
+        sys.path[:] = rest + tree
+
+
+_prefer_installed_tfdist()
+
+
+def write_json(path: Optional[str], results: Dict[str, Any]) -> None:
+    """Writes ``results`` to ``path`` as indented JSON (nothing when ``path`` is None)."""
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
