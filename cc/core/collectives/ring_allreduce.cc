@@ -63,10 +63,9 @@ Status RunRing(Transport& transport, const std::vector<RingSpan>& spans, DataTyp
   return RunRingSchedule(transport, spans, schedule);
 }
 
-// One span: in place when `input` is null or the buffer itself.
-RingSpan WholeBuffer(const void* input, void* buffer, size_t count, DataType dtype) {
-  return {count * DataTypeSize(dtype), static_cast<unsigned char*>(buffer),
-          input == buffer ? nullptr : static_cast<const unsigned char*>(input)};
+// One span, in place.
+RingSpan WholeBuffer(void* buffer, size_t count, DataType dtype) {
+  return {count * DataTypeSize(dtype), static_cast<unsigned char*>(buffer), nullptr};
 }
 
 }  // namespace
@@ -74,21 +73,14 @@ RingSpan WholeBuffer(const void* input, void* buffer, size_t count, DataType dty
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,
                                  size_t max_segment_bytes) {
-  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
+  return RunRing(transport, {WholeBuffer(buffer, count, dtype)}, dtype, op,
                  max_segment_bytes, 1.0);
 }
 
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
-  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
+  return RunRing(transport, {WholeBuffer(buffer, count, dtype)}, dtype, op,
                  kDefaultRingSegmentBytes, 1.0);
-}
-
-Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
-                               void* output, size_t count, DataType dtype,
-                               ReduceOp op, double result_scale) {
-  return RunRing(transport, {WholeBuffer(input, output, count, dtype)}, dtype, op,
-                 kDefaultRingSegmentBytes, result_scale);
 }
 
 Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spans,
