@@ -205,7 +205,7 @@ Status RingOverOneSpan(Transport& transport, const void* input, void* buffer, si
 TFDIST_TEST(RingAllreduceOutOfPlace) {
   for (int size : {1, 2, 3, 4, 7}) {
     for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(size + 1), size_t{1000},
-                         size_t{700001}}) {
+                         LargeTestCount(700001)}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
         std::vector<Bytes> inputs;
         for (int rank = 0; rank < size; ++rank) {
@@ -252,7 +252,7 @@ Bytes ScaledSum(const std::vector<Bytes>& inputs, size_t count, DataType dtype, 
 TFDIST_TEST(RingAllreduceAppliesResultScale) {
   for (int size : {1, 2, 3, 5}) {
     const double scale = 1.0 / size;
-    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{300001}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, LargeTestCount(300001)}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64}) {
         for (bool in_place : {false, true}) {
           const std::vector<Bytes> inputs = SumInputs(size, count, dtype);

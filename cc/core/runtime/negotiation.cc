@@ -1,6 +1,7 @@
 #include "cc/core/runtime/negotiation.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cc/core/runtime/wire.h"
 
@@ -14,35 +15,46 @@ constexpr uint64_t kNoNews = 1u << 0;
 constexpr uint64_t kNoShutdown = 1u << 1;
 
 bool SameDescription(const TensorDescription& a, const TensorDescription& b) {
-  return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
-         a.op == b.op && a.root == b.root && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.algorithm == b.algorithm &&
-         a.splits == b.splits;
+  bool same = true;
+  ForEachDescriptionField(
+      [&](auto field, const DescriptionField&) { same = same && a.*field == b.*field; });
+  return same;
+}
+
+// Enums and ints travel as int32, doubles as they are, vectors with their
+// length first (wire.h).
+template <typename T>
+void PutField(ByteWriter& w, const T& value) {
+  if constexpr (std::is_enum<T>::value || std::is_same<T, int>::value) {
+    w.Put<int32_t>(static_cast<int32_t>(value));
+  } else {
+    w.Put<T>(value);
+  }
+}
+template <typename T>
+void PutField(ByteWriter& w, const std::vector<T>& values) {
+  w.PutVector(values);
+}
+template <typename T>
+void GetField(ByteReader& r, T* value) {
+  if constexpr (std::is_enum<T>::value || std::is_same<T, int>::value) {
+    *value = static_cast<T>(r.Get<int32_t>());
+  } else {
+    *value = r.Get<T>();
+  }
+}
+template <typename T>
+void GetField(ByteReader& r, std::vector<T>* values) {
+  *values = r.GetVector<T>();
 }
 
 void WriteDescription(ByteWriter& w, const TensorDescription& d) {
-  w.Put<int32_t>(static_cast<int32_t>(d.type));
-  w.Put<int32_t>(static_cast<int32_t>(d.dtype));
-  w.PutVector(d.shape);
-  w.Put<int32_t>(static_cast<int32_t>(d.op));
-  w.Put<int32_t>(d.root);
-  w.Put<double>(d.prescale);
-  w.Put<double>(d.postscale);
-  w.Put<int32_t>(static_cast<int32_t>(d.algorithm));
-  w.PutVector(d.splits);
+  ForEachDescriptionField([&](auto field, const DescriptionField&) { PutField(w, d.*field); });
 }
 
 TensorDescription ReadDescription(ByteReader& r) {
   TensorDescription d;
-  d.type = static_cast<CollectiveType>(r.Get<int32_t>());
-  d.dtype = static_cast<DataType>(r.Get<int32_t>());
-  d.shape = r.GetVector<int64_t>();
-  d.op = static_cast<ReduceOp>(r.Get<int32_t>());
-  d.root = r.Get<int32_t>();
-  d.prescale = r.Get<double>();
-  d.postscale = r.Get<double>();
-  d.algorithm = static_cast<AllreduceAlgorithm>(r.Get<int32_t>());
-  d.splits = r.GetVector<int64_t>();
+  ForEachDescriptionField([&](auto field, const DescriptionField&) { GetField(r, &(d.*field)); });
   return d;
 }
 
