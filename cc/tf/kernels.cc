@@ -1,6 +1,6 @@
 // TensorFlow kernels of tfdist's collectives. Each one only describes its
 // tensor, hands it to the runtime and returns; the runtime's thread does the
-// communication and calls `done` (the runtime contract in DESIGN.md).
+// communication and calls `done` (the runtime contract in docs/design.md).
 #include <atomic>
 #include <memory>
 #include <mutex>
