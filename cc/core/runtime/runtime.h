@@ -133,6 +133,8 @@ class Runtime {
   // background thread, or one finishing an eager op).
   std::mutex round_mutex_;
   Negotiator negotiator_;
+  // Its collectives run under round_mutex_; Resolve (ResolveAlgorithm, from
+  // any thread) reads only what the constructor set.
   CollectiveExecutor executor_;
   Status stop_reason_;  // why the runtime must stop; published in stopped_because_
   std::map<std::string, Request> announced_;
