@@ -232,12 +232,12 @@ bool Runtime::RunRoundLocked() {
   // A round with nothing of this rank's own in it (an idle tick) waits for
   // the other ranks' idle ticks, up to kIdleTickMs: it must not teach the
   // polling budget that waits for work are long. A joined rank's rounds
-  // learn on their own budget (mpi_wait.h): polling only briefly, they made
+  // learn on their own budget (wait_kind.h): polling only briefly, they made
   // the others' back-to-back eager 4-byte allreduces take 260-290 µs
   // instead of 14-20 µs in about half the runs here (tfdist.bench join).
   const WaitKind wait = negotiator_.has_joined() ? WaitKind::kStandIn
-                        : announced_.empty()      ? WaitKind::kIdle
-                                                  : WaitKind::kRendezvous;
+                        : announced_.empty()     ? WaitKind::kIdle
+                                                 : WaitKind::kRendezvous;
   Status status = negotiator_.Round(std::move(announcements), want_shutdown, wait, &result);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
