@@ -74,14 +74,18 @@ Status TransportControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitK
     }
   }
   TFDIST_RETURN_IF_ERROR(BroadcastFromRankZero(sizes.data(), p * sizeof(uint64_t)));
+  // Rank 0 sends the concatenation down the tree; the others learn it.
   std::vector<uint8_t> all;
-  for (int r = 0; r < p; ++r) {
-    if (me == 0) all.insert(all.end(), (*per_rank)[r].begin(), (*per_rank)[r].end());
+  if (me == 0) {
+    for (const std::vector<uint8_t>& bytes : *per_rank) {
+      all.insert(all.end(), bytes.begin(), bytes.end());
+    }
+  } else {
+    size_t total = 0;
+    for (uint64_t s : sizes) total += s;
+    all.resize(total);
   }
-  size_t total = 0;
-  for (uint64_t s : sizes) total += s;
-  all.resize(total);
-  TFDIST_RETURN_IF_ERROR(BroadcastFromRankZero(all.data(), total));
+  TFDIST_RETURN_IF_ERROR(BroadcastFromRankZero(all.data(), all.size()));
   size_t offset = 0;
   for (int r = 0; r < p; ++r) {
     (*per_rank)[r].assign(all.begin() + offset, all.begin() + offset + sizes[r]);
