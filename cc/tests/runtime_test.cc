@@ -344,8 +344,9 @@ TFDIST_TEST(RuntimeReportsAStallNamingTheTensorAndTheMissingRank) {
   std::vector<std::unique_ptr<Pending>> pending(kSize);
   pending[0] = SubmitAllreduce(cluster[0], "late", 0, 16);
   pending[1] = SubmitAllreduce(cluster[1], "late", 0, 16);
-  // The inspector looks once a second: give it a look while rank 2 is late.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  // The inspector looks once a second: give it a look (with a margin for a
+  // loaded machine) while rank 2 is late.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   pending[2] = SubmitAllreduce(cluster[2], "late", 0, 16);
   for (int r = 0; r < kSize; ++r) {
     CHECK_OK(pending[r]->Wait());
@@ -376,10 +377,14 @@ TFDIST_TEST(RuntimeStallShutdownAbortsTheJob) {
                true, cluster.aborted_with());
   CHECK_EQ_MSG(cluster.Reports(0).find("aborting the job") != std::string::npos, true,
                cluster.Reports(0));
-  // Rank 1's runtime stopped too (the abort failed its waits): it refuses work.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Rank 1's runtime stops too (the abort fails its waits): work handed to
+  // it fails, refused at once if it already stopped, or with the abort if it
+  // was between rounds; it never waits.
   std::unique_ptr<Pending> refused = SubmitAllreduce(cluster[1], "after", 0, 4);
-  CHECK(refused->Wait().code() == StatusCode::kFailedPrecondition);
+  const Status after = refused->Wait();
+  CHECK_EQ_MSG(after.code() == StatusCode::kFailedPrecondition ||
+                   after.code() == StatusCode::kAborted,
+               true, after.message());
 }
 
 TFDIST_TEST(RuntimeShutdownFailsWaitingCollectivesWithoutHanging) {
