@@ -127,7 +127,7 @@ TFDIST_TEST(RabenseifnerAllreduceAllSizesDtypesOps) {
 // One million and three elements (4 MB of float32: several ring segments
 // per chunk at small P) for every algorithm and every P.
 TFDIST_TEST(AllreduceLargeCount) {
-  constexpr size_t kLargeCount = 1000003;
+  constexpr size_t kLargeCount = LargeTestCount(1000003);
   const std::pair<DataType, ReduceOp> kCombinations[] = {
       {DataType::kFloat32, ReduceOp::kSum},
       {DataType::kInt32, ReduceOp::kSum},
@@ -190,11 +190,22 @@ TFDIST_TEST(RingAllreduceManySegments) {
   }
 }
 
+// The ring over one buffer as a span: out of place from `input`, or in place
+// when `input` is the buffer itself (what the executor hands RingAllreduceSpans).
+Status RingOverOneSpan(Transport& transport, const void* input, void* buffer, size_t count,
+                       DataType dtype, double scale = 1.0) {
+  const tfdist::RingSpan span{count * tfdist::DataTypeSize(dtype),
+                              static_cast<unsigned char*>(buffer),
+                              input == buffer ? nullptr
+                                              : static_cast<const unsigned char*>(input)};
+  return tfdist::RingAllreduceSpans(transport, {span}, dtype, ReduceOp::kSum, scale);
+}
+
 // Out of place: the output starts as garbage and the input must stay as it was.
 TFDIST_TEST(RingAllreduceOutOfPlace) {
   for (int size : {1, 2, 3, 4, 7}) {
     for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(size + 1), size_t{1000},
-                         size_t{700001}}) {
+                         LargeTestCount(700001)}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
         std::vector<Bytes> inputs;
         for (int rank = 0; rank < size; ++rank) {
@@ -205,8 +216,7 @@ TFDIST_TEST(RingAllreduceOutOfPlace) {
         auto run = [&](Transport& transport, void* buffer, size_t n) {
           const size_t bytes = n * tfdist::DataTypeSize(dtype);
           if (bytes > 0) std::memset(buffer, 0xAB, bytes);
-          return tfdist::RingAllreduceOutOfPlace(transport, kept[transport.rank()].data(),
-                                                 buffer, n, dtype, ReduceOp::kSum);
+          return RingOverOneSpan(transport, kept[transport.rank()].data(), buffer, n, dtype);
         };
         CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype, ReduceOp::kSum,
                        InProcessSendMode::kRendezvous) + " out of place",
@@ -242,7 +252,7 @@ Bytes ScaledSum(const std::vector<Bytes>& inputs, size_t count, DataType dtype, 
 TFDIST_TEST(RingAllreduceAppliesResultScale) {
   for (int size : {1, 2, 3, 5}) {
     const double scale = 1.0 / size;
-    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{300001}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, LargeTestCount(300001)}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64}) {
         for (bool in_place : {false, true}) {
           const std::vector<Bytes> inputs = SumInputs(size, count, dtype);
@@ -252,8 +262,7 @@ TFDIST_TEST(RingAllreduceAppliesResultScale) {
             const void* input = in_place ? buffer : kept[transport.rank()].data();
             const size_t bytes = n * tfdist::DataTypeSize(dtype);
             if (!in_place && bytes > 0) std::memset(buffer, 0xAB, bytes);
-            return tfdist::RingAllreduceOutOfPlace(transport, input, buffer, n, dtype,
-                                                   ReduceOp::kSum, scale);
+            return RingOverOneSpan(transport, input, buffer, n, dtype, scale);
           };
           CheckRun(Label(AllreduceAlgorithm::kRing, size, count, dtype, ReduceOp::kSum,
                          InProcessSendMode::kBuffered) +
@@ -270,7 +279,7 @@ TFDIST_TEST(RingAllreduceAppliesResultScale) {
 // out of place; the result equals one allreduce of the concatenation.
 TFDIST_TEST(RingAllreduceOverSpans) {
   for (int size : {1, 2, 3, 4}) {
-    for (size_t count : {size_t{0}, size_t{5}, size_t{1000}, size_t{300001}}) {
+    for (size_t count : {size_t{0}, size_t{5}, size_t{1000}, LargeTestCount(300001)}) {
       for (DataType dtype : {DataType::kFloat32, DataType::kInt64}) {
         for (size_t segment_bytes : {size_t{12}, tfdist::kDefaultRingSegmentBytes}) {
           const double scale = dtype == DataType::kFloat32 ? 0.5 : 1.0;

@@ -112,7 +112,8 @@ TFDIST_TEST(MeasureLinkCostAgreesAcrossRanks) {
     const double seconds = std::chrono::duration<double>(
                                std::chrono::steady_clock::now() - start)
                                .count();
-    CHECK_EQ_MSG(seconds < 2.0, true, "P=" << size << " took " << seconds << " s");
+    const double limit = kUnderThreadSanitizer ? 20.0 : 2.0;  // TSan: ~10x slower
+    CHECK_EQ_MSG(seconds < limit, true, "P=" << size << " took " << seconds << " s");
     for (int rank = 0; rank < size; ++rank) {
       CHECK_OK(statuses[rank]);
       CHECK(measured[rank].latency_s > 0 && std::isfinite(measured[rank].latency_s));

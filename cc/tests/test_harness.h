@@ -10,12 +10,29 @@
 #ifndef TFDIST_CC_TESTS_TEST_HARNESS_H_
 #define TFDIST_CC_TESTS_TEST_HARNESS_H_
 
+#include <cstddef>
 #include <sstream>
 #include <string>
 
 #include "cc/core/status.h"
 
 namespace tfdist_test {
+
+// Built with -fsanitize=thread (make tsan), every memory access is checked
+// and the tests run about ten times slower. Races need threads to meet, not
+// large buffers, so there the largest inputs shrink (LargeTestCount) and
+// group sizes are swept more sparsely (SweepGroupSizes): the step stays
+// within a couple of minutes while every test still runs.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderThreadSanitizer = true;
+#else
+constexpr bool kUnderThreadSanitizer = false;
+#endif
+
+// `count` in a normal build, about a tenth of it under ThreadSanitizer.
+constexpr size_t LargeTestCount(size_t count) {
+  return kUnderThreadSanitizer ? count / 10 + 1 : count;
+}
 
 using TestFunction = void (*)();
 

@@ -16,6 +16,7 @@
 #include "cc/core/data_type.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/stats.h"
+#include "cc/core/runtime/mpi_runtime.h"
 #include "cc/core/transport/mpi_wait.h"
 #include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
@@ -123,7 +124,7 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   tfdist::SetCoresOversubscribed(cores > 0 &&
                                  static_cast<unsigned>(handle.topology.local_size) > cores);
   std::unique_ptr<tfdist::Runtime> runtime;
-  status = tfdist::Runtime::Create(comm, config, &runtime);
+  status = tfdist::CreateMpiRuntime(comm, config, &runtime);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   handle.runtime = std::move(runtime);
   tfdist::SetCurrentRuntime(std::move(handle));

@@ -19,10 +19,6 @@ inline size_t ChunkBegin(size_t count, int parts, int index) {
   return i * (count / n) + std::min(i, count % n);
 }
 
-inline size_t ChunkSize(size_t count, int parts, int index) {
-  return ChunkBegin(count, parts, index + 1) - ChunkBegin(count, parts, index);
-}
-
 }  // namespace tfdist
 
 #endif  // TFDIST_CORE_COLLECTIVES_CHUNK_LAYOUT_H_

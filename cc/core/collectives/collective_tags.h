@@ -22,6 +22,16 @@ enum CollectiveTag : int {
   kLinkCostTag = 1010,
 };
 
+// The control plane over a Transport (transport_control_plane.h) shares the
+// Transport with the collectives; its tags live in their own range so that
+// collectives added above never meet them.
+enum ControlPlaneTag : int {
+  kControlReduceTag = 2001,
+  kControlResultTag = 2002,
+  kControlGatherTag = 2003,
+  kControlBarrierTag = 2004,
+};
+
 }  // namespace tfdist
 
 #endif  // TFDIST_CORE_COLLECTIVES_COLLECTIVE_TAGS_H_

@@ -16,8 +16,11 @@
 // Steps: 2(P-1) (times ceil(chunk / 1 MiB) segments each).
 // Bytes on the wire per rank: sends and receives (P-1)/P * m in each phase,
 // 2m(P-1)/P in all: the bandwidth lower bound.
-// Time: T_ring = 2(P-1) * (L + (m/P)*G): best for large m and small P, its
-// latency term grows linearly in P.
+// Time: T_ring = 2(P-1) * (L + (m/P)*G) + (P-1)/P * m * max(0, R - G), with
+// R the seconds per byte reduced (README's table, cost_model.h): a segment
+// is reduced while the next one arrives, so reducing costs only what it is
+// slower than the wire. Best for large m and small P; its latency term grows
+// linearly in P.
 #include "cc/core/collectives/ring_allreduce.h"
 
 #include "cc/core/collectives/chunk_layout.h"
@@ -63,10 +66,9 @@ Status RunRing(Transport& transport, const std::vector<RingSpan>& spans, DataTyp
   return RunRingSchedule(transport, spans, schedule);
 }
 
-// One span: in place when `input` is null or the buffer itself.
-RingSpan WholeBuffer(const void* input, void* buffer, size_t count, DataType dtype) {
-  return {count * DataTypeSize(dtype), static_cast<unsigned char*>(buffer),
-          input == buffer ? nullptr : static_cast<const unsigned char*>(input)};
+// One span, in place.
+RingSpan WholeBuffer(void* buffer, size_t count, DataType dtype) {
+  return {count * DataTypeSize(dtype), static_cast<unsigned char*>(buffer), nullptr};
 }
 
 }  // namespace
@@ -74,21 +76,14 @@ RingSpan WholeBuffer(const void* input, void* buffer, size_t count, DataType dty
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,
                                  size_t max_segment_bytes) {
-  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
+  return RunRing(transport, {WholeBuffer(buffer, count, dtype)}, dtype, op,
                  max_segment_bytes, 1.0);
 }
 
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
-  return RunRing(transport, {WholeBuffer(nullptr, buffer, count, dtype)}, dtype, op,
+  return RunRing(transport, {WholeBuffer(buffer, count, dtype)}, dtype, op,
                  kDefaultRingSegmentBytes, 1.0);
-}
-
-Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
-                               void* output, size_t count, DataType dtype,
-                               ReduceOp op, double result_scale) {
-  return RunRing(transport, {WholeBuffer(input, output, count, dtype)}, dtype, op,
-                 kDefaultRingSegmentBytes, result_scale);
 }
 
 Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spans,

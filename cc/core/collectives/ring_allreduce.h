@@ -16,18 +16,13 @@ namespace tfdist {
 Status RingAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op);
 
-// Out of place: `output` gets the result, `input` is only read. Saves the
-// caller a full copy of the input into the output. `input` may be `output`
-// (then it runs in place) but may not otherwise overlap it. The result is
-// multiplied by `result_scale` (ConvertScaled's rounding) as part of the
-// ring, which saves the caller a pass over the output when it averages.
-Status RingAllreduceOutOfPlace(Transport& transport, const void* input,
-                               void* output, size_t count, DataType dtype,
-                               ReduceOp op, double result_scale = 1.0);
-
 // Allreduce of the concatenation of `spans` as one vector (each span in
 // place, or out of place from its own source): tensors of any size in one
-// ring, none copied into a shared buffer. `max_segment_bytes` as below.
+// ring, none copied into a shared buffer. Out of place saves the caller a
+// copy of the input into the output. Every element of the result is
+// multiplied by `result_scale` (ConvertScaled's rounding) as part of the
+// ring, which saves a pass over the output when averaging.
+// `max_segment_bytes` as below.
 Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spans,
                           DataType dtype, ReduceOp op, double result_scale = 1.0,
                           size_t max_segment_bytes = kDefaultRingSegmentBytes);

@@ -206,7 +206,7 @@ Status RunRingSchedule(Transport& transport, void* buffer,
                        const RingSchedule& schedule) {
   const size_t total = schedule.chunk_offsets.empty() ? 0 : schedule.chunk_offsets.back();
   return RunRingSchedule(
-      transport, {RingSpan{total, static_cast<unsigned char*>(buffer), schedule.source}},
+      transport, {RingSpan{total, static_cast<unsigned char*>(buffer), nullptr}},
       schedule);
 }
 

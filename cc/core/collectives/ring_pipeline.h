@@ -44,7 +44,10 @@ struct RingSpan {
   size_t bytes = 0;  // a multiple of the schedule's element_size
   unsigned char* data = nullptr;  // the result (and the input, in place)
   // Out of place (allreduce only): this rank's input, read once; `data`
-  // receives the result without holding the input first.
+  // receives the result without holding the input first. Step 0 sends from
+  // it; a reduce step copies the segment from it into `data` just before
+  // reducing into it, while it is in cache, which saves the caller a whole
+  // pass copying input to output.
   const unsigned char* source = nullptr;
 };
 
@@ -60,11 +63,6 @@ struct RingSchedule {
   ReduceOp op = ReduceOp::kSum;       // used by reduce steps only
   size_t max_segment_bytes = kDefaultRingSegmentBytes;
   int tag = 0;
-  // Out of place (allreduce only; see RingSpan::source): step 0 sends from
-  // the source; a reduce step copies the segment from it into the result
-  // just before reducing into it, while it is in cache, which saves the
-  // caller a whole pass copying input to output.
-  const unsigned char* source = nullptr;
   // Allreduce only: every element of the fully reduced chunk is multiplied by
   // this (ConvertScaled's rounding) right after its last reduce step, while
   // it is in cache, and before it travels on. Averaging then costs no extra
@@ -72,13 +70,12 @@ struct RingSchedule {
   double result_scale = 1.0;
 };
 
-// Runs the schedule on one contiguous buffer (and schedule.source).
+// Runs the schedule on one contiguous buffer, in place.
 Status RunRingSchedule(Transport& transport, void* buffer,
                        const RingSchedule& schedule);
 
-// Runs the schedule on the concatenation of `spans` (schedule.source is
-// ignored: each span has its own). chunk_offsets index that concatenation;
-// the last one must equal the spans' total bytes.
+// Runs the schedule on the concatenation of `spans`. chunk_offsets index
+// that concatenation; the last one must equal the spans' total bytes.
 Status RunRingSchedule(Transport& transport, const std::vector<RingSpan>& spans,
                        const RingSchedule& schedule);
 

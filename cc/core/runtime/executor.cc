@@ -15,8 +15,6 @@
 #include "cc/core/convert.h"
 #include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/memory_advice.h"
-#include "cc/core/transport/mpi_allreduce.h"
-#include "cc/core/transport/mpi_wait.h"
 
 namespace tfdist {
 
@@ -47,7 +45,11 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
 Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dtype,
                                          ReduceOp op, AllreduceAlgorithm algorithm) {
   if (algorithm == AllreduceAlgorithm::kMpi) {
-    return MpiNativeAllreduce(transport_.comm(), buffer, count, dtype, op);
+    if (!reference_allreduce_) {
+      return Status::FailedPrecondition(
+          "the 'mpi' allreduce algorithm needs MPI underneath, and this runtime has none");
+    }
+    return reference_allreduce_(buffer, count, dtype, op);
   }
   return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
 }
@@ -367,12 +369,7 @@ void CollectiveExecutor::CopyIn(const Request& request, void* destination,
   }
 }
 
-Status CollectiveExecutor::Barrier() {
-  MPI_Request request;
-  int rc = MPI_Ibarrier(transport_.comm(), &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier");
-  return WaitAllPolitely(1, &request, "MPI_Ibarrier", WaitKind::kRendezvous);
-}
+Status CollectiveExecutor::Barrier() { return control_plane_.Barrier(WaitKind::kRendezvous); }
 
 void CollectiveExecutor::Log(const char* what, const std::string& name, size_t tensors,
                              size_t bytes, const char* detail) const {

@@ -5,6 +5,8 @@
 #define TFDIST_CORE_RUNTIME_EXECUTOR_H_
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "cc/core/collectives/cost_model.h"
@@ -12,16 +14,28 @@
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
-#include "cc/core/transport/mpi_transport.h"
+#include "cc/core/transport/control_plane.h"
+#include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
+// The "mpi" algorithm: MPI_Allreduce itself, in place, as the reference the
+// others are measured against (mpi_allreduce.h). Empty where the runtime has
+// no MPI underneath (the unit tests): the algorithm then fails the request.
+using ReferenceAllreduce =
+    std::function<Status(void* buffer, size_t count, DataType dtype, ReduceOp op)>;
+
 class CollectiveExecutor {
  public:
-  CollectiveExecutor(MpiTransport& transport, const LinkCost& link_cost,
+  // Collectives move their data over `transport`; barriers go through
+  // `control_plane`. Both must outlive the executor.
+  CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
+                     ReferenceAllreduce reference_allreduce, const LinkCost& link_cost,
                      AllreduceAlgorithm default_algorithm, bool debug_log,
                      Stats& stats, Timeline& timeline)
       : transport_(transport),
+        control_plane_(control_plane),
+        reference_allreduce_(std::move(reference_allreduce)),
         link_cost_(link_cost),
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
@@ -62,7 +76,9 @@ class CollectiveExecutor {
   void Log(const char* what, const std::string& name, size_t tensors,
            size_t bytes, const char* detail) const;
 
-  MpiTransport& transport_;
+  Transport& transport_;
+  ControlPlane& control_plane_;
+  ReferenceAllreduce reference_allreduce_;
   LinkCost link_cost_;
   AllreduceAlgorithm default_algorithm_;
   bool debug_log_;

@@ -7,8 +7,11 @@ namespace tfdist {
 namespace {
 
 bool CanShare(const TensorDescription& a, const TensorDescription& b) {
-  return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.algorithm == b.algorithm;
+  bool same = true;
+  ForEachDescriptionField([&](auto field, const DescriptionField& role) {
+    if (role.fusion_key) same = same && a.*field == b.*field;
+  });
+  return same;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Which ready allreduces run as one collective. Tensors can share when they
-// reduce the same way (dtype, op, scale factors, algorithm); a group holds
+// reduce the same way (the fields request.h marks fusion_key: dtype, op,
+// scale factors, algorithm); a group holds
 // at most `threshold_bytes` (measured in the accumulation type); a tensor
 // larger than that runs alone. threshold 0 turns fusion off. Deterministic,
 // so every rank forms the same groups from the same list.

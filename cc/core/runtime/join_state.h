@@ -1,6 +1,6 @@
 // Which ranks have joined (tfdist.join): a rank that ran out of data calls
 // join() and, until every rank has, stands in for the collectives that the
-// others still run (docs/design.md, the runtime contract; docs/runtime.md).
+// others still run (the runtime contract: docs/design.md, docs/runtime.md).
 //
 // Every rank keeps an identical JoinState: it changes only through the
 // announcements that every rank reads, in the same order, in negotiation.

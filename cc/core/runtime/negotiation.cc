@@ -1,8 +1,8 @@
 #include "cc/core/runtime/negotiation.h"
 
 #include <algorithm>
+#include <type_traits>
 
-#include "cc/core/transport/mpi_wait.h"
 #include "cc/core/runtime/wire.h"
 
 namespace tfdist {
@@ -15,61 +15,57 @@ constexpr uint64_t kNoNews = 1u << 0;
 constexpr uint64_t kNoShutdown = 1u << 1;
 
 bool SameDescription(const TensorDescription& a, const TensorDescription& b) {
-  return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
-         a.op == b.op && a.root == b.root && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.algorithm == b.algorithm &&
-         a.splits == b.splits;
+  bool same = true;
+  ForEachDescriptionField(
+      [&](auto field, const DescriptionField&) { same = same && a.*field == b.*field; });
+  return same;
+}
+
+// Enums and ints travel as int32, doubles as they are, vectors with their
+// length first (wire.h).
+template <typename T>
+void PutField(ByteWriter& w, const T& value) {
+  if constexpr (std::is_enum<T>::value || std::is_same<T, int>::value) {
+    w.Put<int32_t>(static_cast<int32_t>(value));
+  } else {
+    w.Put<T>(value);
+  }
+}
+template <typename T>
+void PutField(ByteWriter& w, const std::vector<T>& values) {
+  w.PutVector(values);
+}
+template <typename T>
+void GetField(ByteReader& r, T* value) {
+  if constexpr (std::is_enum<T>::value || std::is_same<T, int>::value) {
+    *value = static_cast<T>(r.Get<int32_t>());
+  } else {
+    *value = r.Get<T>();
+  }
+}
+template <typename T>
+void GetField(ByteReader& r, std::vector<T>* values) {
+  *values = r.GetVector<T>();
 }
 
 void WriteDescription(ByteWriter& w, const TensorDescription& d) {
-  w.Put<int32_t>(static_cast<int32_t>(d.type));
-  w.Put<int32_t>(static_cast<int32_t>(d.dtype));
-  w.PutVector(d.shape);
-  w.Put<int32_t>(static_cast<int32_t>(d.op));
-  w.Put<int32_t>(d.root);
-  w.Put<double>(d.prescale);
-  w.Put<double>(d.postscale);
-  w.Put<int32_t>(static_cast<int32_t>(d.algorithm));
-  w.PutVector(d.splits);
+  ForEachDescriptionField([&](auto field, const DescriptionField&) { PutField(w, d.*field); });
 }
 
 TensorDescription ReadDescription(ByteReader& r) {
   TensorDescription d;
-  d.type = static_cast<CollectiveType>(r.Get<int32_t>());
-  d.dtype = static_cast<DataType>(r.Get<int32_t>());
-  d.shape = r.GetVector<int64_t>();
-  d.op = static_cast<ReduceOp>(r.Get<int32_t>());
-  d.root = r.Get<int32_t>();
-  d.prescale = r.Get<double>();
-  d.postscale = r.Get<double>();
-  d.algorithm = static_cast<AllreduceAlgorithm>(r.Get<int32_t>());
-  d.splits = r.GetVector<int64_t>();
+  ForEachDescriptionField([&](auto field, const DescriptionField&) { GetField(r, &(d.*field)); });
   return d;
 }
 
 }  // namespace
 
-Status Negotiator::Create(MPI_Comm comm, size_t cache_capacity,
-                          std::unique_ptr<Negotiator>* out) {
-  MPI_Comm duplicate;
-  int rc = MPI_Comm_dup(comm, &duplicate);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_dup for negotiation");
-  *out = std::make_unique<Negotiator>(duplicate, cache_capacity);
-  return Status::OK();
-}
-
-Negotiator::Negotiator(MPI_Comm duplicate, size_t cache_capacity)
-    : comm_(duplicate), cache_capacity_(cache_capacity) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-  joins_ = JoinState(size_);
-}
-
-Negotiator::~Negotiator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
-}
+Negotiator::Negotiator(ControlPlane& control_plane, size_t cache_capacity)
+    : control_plane_(control_plane),
+      rank_(control_plane.rank()),
+      size_(control_plane.size()),
+      cache_capacity_(cache_capacity),
+      joins_(size_) {}
 
 Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
                          WaitKind wait, RoundResult* result) {
@@ -112,7 +108,6 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
     return Status::OK();
   }
 
-  ++full_rounds_;
   std::vector<std::vector<uint8_t>> per_rank;
   TFDIST_RETURN_IF_ERROR(ExchangeAnnouncements(news, wait, &per_rank));
   for (int r = 0; r < size_; ++r) {
@@ -168,7 +163,6 @@ void Negotiator::Record(int rank, Announcement a) {
     entry.per_rank.resize(size_);
     entry.seen.assign(size_, false);
     entry.first_seen_sequence = next_sequence_++;
-    entry.first_seen = std::chrono::steady_clock::now();
   }
   if (!entry.seen[rank]) {
     entry.seen[rank] = true;
@@ -231,12 +225,7 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wai
   } else {
     std::copy(my_pending_bits_.begin(), my_pending_bits_.end(), words.begin() + 1);
   }
-  MPI_Request request;
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, words.data(), static_cast<int>(words.size()),
-                          MPI_UINT64_T, MPI_BAND, comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allreduce");
-  TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allreduce", wait));
+  TFDIST_RETURN_IF_ERROR(control_plane_.AndAllreduce(words.data(), words.size(), wait));
   *anyone_has_news = !(words[0] & kNoNews);
   *anyone_shuts_down = !(words[0] & kNoShutdown);
   for (size_t w = 1; w < words.size(); ++w) {
@@ -255,30 +244,7 @@ Status Negotiator::ExchangeAnnouncements(
     writer.PutString(a.name);
     WriteDescription(writer, a.description);
   }
-  std::vector<uint8_t>& mine = writer.bytes();
-  int my_size = static_cast<int>(mine.size());
-  std::vector<int> sizes(size_);
-  MPI_Request request;
-  int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_,
-                          &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgather");
-  TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allgather", wait));
-
-  std::vector<int> offsets(size_, 0);
-  for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
-  std::vector<uint8_t> all(offsets[size_ - 1] + sizes[size_ - 1]);
-  rc = MPI_Iallgatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(),
-                       offsets.data(), MPI_BYTE, comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgatherv");
-  TFDIST_RETURN_IF_ERROR(
-      WaitAllPolitely(1, &request, "negotiation allgatherv", wait));
-
-  per_rank->assign(size_, {});
-  for (int r = 0; r < size_; ++r) {
-    (*per_rank)[r].assign(all.begin() + offsets[r], all.begin() + offsets[r] + sizes[r]);
-  }
-  return Status::OK();
+  return control_plane_.Allgatherv(writer.bytes(), wait, per_rank);
 }
 
 void Negotiator::AnnounceCachedInFull() {
@@ -292,7 +258,7 @@ void Negotiator::AnnounceCachedInFull() {
 std::vector<WaitingTensor> Negotiator::Waiting() const {
   std::vector<WaitingTensor> waiting;
   for (const auto& [name, entry] : table_) {
-    WaitingTensor w{name, {}, entry.first_seen};
+    WaitingTensor w{name, {}};
     for (int r = 0; r < size_; ++r) {
       if (!entry.seen[r] && !joins_.has_joined(r)) w.missing_ranks.push_back(r);
     }

@@ -22,12 +22,12 @@
 // rank. From the next round on, it sets every bit of the bit vector, so a
 // cached tensor is ready when the ranks still training announced it, and a
 // tensor in the table is ready when every rank announced it or joined.
+//
+// It talks to the other ranks only through a ControlPlane (control_plane.h):
+// MPI in production, threads as ranks in the unit tests.
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 #define TFDIST_CORE_RUNTIME_NEGOTIATION_H_
 
-#include <mpi.h>
-
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,7 +37,7 @@
 #include "cc/core/runtime/join_state.h"
 #include "cc/core/runtime/request.h"
 #include "cc/core/status.h"
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/core/transport/control_plane.h"
 
 namespace tfdist {
 
@@ -65,22 +65,18 @@ struct RoundResult {
 struct WaitingTensor {
   std::string name;
   std::vector<int> missing_ranks;
-  std::chrono::steady_clock::time_point first_seen;
 };
 
 class Negotiator {
  public:
-  // Duplicates `comm` for its own messages.
-  static Status Create(MPI_Comm comm, size_t cache_capacity,
-                       std::unique_ptr<Negotiator>* out);
-  Negotiator(MPI_Comm duplicate, size_t cache_capacity);
-  ~Negotiator();
+  // `control_plane` must outlive the negotiator.
+  Negotiator(ControlPlane& control_plane, size_t cache_capacity);
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
 
   // One round. `fresh` holds what this rank was handed since its last round.
   // Every rank must call Round the same number of times. `wait` is how the
-  // round waits for the other ranks (mpi_wait.h).
+  // round waits for the other ranks (wait_kind.h).
   Status Round(std::vector<Announcement> fresh, bool want_shutdown, WaitKind wait,
                RoundResult* result);
 
@@ -92,7 +88,6 @@ class Negotiator {
   void AnnounceCachedInFull();
   // True while something must be said next round even if nothing new comes.
   bool has_carry_over() const { return !carry_over_.empty(); }
-  uint64_t full_rounds() const { return full_rounds_; }
   uint64_t cached_rounds() const { return cached_rounds_; }
 
  private:
@@ -100,8 +95,7 @@ class Negotiator {
     std::vector<TensorDescription> per_rank;
     std::vector<bool> seen;
     int seen_count = 0;
-    uint64_t first_seen_sequence = 0;
-    std::chrono::steady_clock::time_point first_seen;
+    uint64_t first_seen_sequence = 0;  // orders ready tensors, the same on every rank
   };
   struct CacheSlot {
     std::string name;
@@ -121,7 +115,7 @@ class Negotiator {
   // announced by that slot's bit is said again in full next round.
   void ForgetSlot(int index);
 
-  MPI_Comm comm_;
+  ControlPlane& control_plane_;
   int rank_ = 0;
   int size_ = 1;
   size_t cache_capacity_;
@@ -141,7 +135,6 @@ class Negotiator {
   // Announcements whose cache slot was forgotten; said in full next round.
   std::vector<Announcement> carry_over_;
 
-  uint64_t full_rounds_ = 0;
   uint64_t cached_rounds_ = 0;
 };
 

@@ -28,7 +28,9 @@ enum class CollectiveType : int {
 const char* CollectiveTypeName(CollectiveType type);
 
 // Everything that must agree between ranks for a collective to be valid.
-// Travels between ranks during negotiation (see negotiation.h).
+// Travels between ranks during negotiation (see negotiation.h). A new field
+// is declared here and listed once in ForEachDescriptionField below, which
+// the wire format, the response cache, validation and fusion all read.
 struct TensorDescription {
   CollectiveType type = CollectiveType::kAllreduce;
   DataType dtype = DataType::kFloat32;
@@ -46,6 +48,44 @@ struct TensorDescription {
   int64_t row_elements() const;
   std::string ShapeString() const;
 };
+
+// A field's part in the runtime contract.
+struct DescriptionField {
+  // How mismatch messages name it: "ranks disagree on the <name> of ...".
+  const char* name;
+  // The collectives whose ranks must agree on it: a bit (1 << type) each;
+  // 0 for a field that differs between ranks by design.
+  unsigned must_agree_for;
+  // Allreduces share a fused collective only when it is equal (fusion.h).
+  bool fusion_key;
+};
+
+constexpr unsigned CollectiveBit(CollectiveType type) { return 1u << static_cast<int>(type); }
+
+// Calls visit(&TensorDescription::field, DescriptionField) for every field,
+// in the order in which they travel and in which a mismatch is looked for.
+// For the shape, allgather and alltoall agree on all but the first
+// dimension (validation.cc); every other field is compared whole.
+template <typename Visit>
+void ForEachDescriptionField(Visit&& visit) {
+  using D = TensorDescription;
+  constexpr unsigned kAll = ~0u;
+  constexpr unsigned kReductions =
+      CollectiveBit(CollectiveType::kAllreduce) | CollectiveBit(CollectiveType::kReducescatter);
+  constexpr unsigned kWithData =
+      kReductions | CollectiveBit(CollectiveType::kAllgather) |
+      CollectiveBit(CollectiveType::kBroadcast) | CollectiveBit(CollectiveType::kAlltoall);
+  visit(&D::type, DescriptionField{"collective", kAll, false});
+  visit(&D::dtype, DescriptionField{"dtype", kAll, true});
+  visit(&D::shape, DescriptionField{"shape", kWithData, false});
+  visit(&D::op, DescriptionField{"reduction op", kReductions, true});
+  visit(&D::root, DescriptionField{"root rank", CollectiveBit(CollectiveType::kBroadcast), false});
+  visit(&D::prescale, DescriptionField{"prescale factor", kReductions, true});
+  visit(&D::postscale, DescriptionField{"postscale factor", kReductions, true});
+  visit(&D::algorithm,
+        DescriptionField{"algorithm", CollectiveBit(CollectiveType::kAllreduce), true});
+  visit(&D::splits, DescriptionField{"splits", 0, false});
+}
 
 // Names of unnamed eager collectives: "<prefix>.eager.<n>", n from a
 // per-process sequence. Such a name never recurs, so negotiation does not

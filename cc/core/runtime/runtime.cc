@@ -6,9 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "cc/core/runtime/calibration.h"
 #include "cc/core/runtime/fusion.h"
-#include "cc/core/runtime/settings_agreement.h"
 #include "cc/core/runtime/validation.h"
 
 namespace tfdist {
@@ -23,32 +21,11 @@ constexpr auto kSettle = std::chrono::microseconds(100);
 // Rounds per second of a rank with nothing to do: 10, about 0.1% of a core.
 constexpr double kIdleTickMs = 100.0;
 
-// Every rank sees every rank's settings, so every rank reaches the same verdict.
-Status CheckSettingsAgreeAcross(MPI_Comm comm, const RuntimeConfig& config) {
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  const SharedSettings mine = SharedSettingsOf(config);
-  std::vector<SharedSettings> per_rank(size);
-  const int rc = MPI_Allgather(&mine, sizeof mine, MPI_BYTE, per_rank.data(), sizeof mine,
-                               MPI_BYTE, comm);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather of the settings");
-  return CheckSettingsAgree(per_rank);
-}
-
 }  // namespace
 
-Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
-                       std::unique_ptr<Runtime>* out) {
-  std::unique_ptr<MpiTransport> transport;
-  TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &transport));
-  // Before anything collective that depends on them (the calibration does).
-  TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(transport->comm(), config));
-  std::unique_ptr<Negotiator> negotiator;
-  TFDIST_RETURN_IF_ERROR(Negotiator::Create(comm, config.cache_capacity, &negotiator));
-  LinkCost link_cost{};
-  TFDIST_RETURN_IF_ERROR(CalibrateLinkCost(*transport, config, &link_cost));
-  auto runtime = std::make_unique<Runtime>(config, std::move(transport),
-                                           std::move(negotiator), link_cost);
+Status Runtime::Start(const RuntimeConfig& config, RuntimeLinks links,
+                      const LinkCost& link_cost, std::unique_ptr<Runtime>* out) {
+  auto runtime = std::make_unique<Runtime>(config, std::move(links), link_cost);
   TFDIST_RETURN_IF_ERROR(
       runtime->timeline_.Open(config.timeline_path, runtime->rank(), runtime->size()));
   runtime->thread_ = std::thread(&Runtime::Loop, runtime.get());
@@ -56,22 +33,21 @@ Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
   return Status::OK();
 }
 
-Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
-                 std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost)
-    : config_(config),
-      transport_(std::move(transport)),
-      negotiator_(std::move(negotiator)),
+Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const LinkCost& link_cost)
+    : links_(std::move(links)),
+      config_(config),
+      transport_(*links_.transport),
+      control_plane_(*links_.control_plane),
       link_cost_(link_cost),
-      executor_(*transport_, link_cost_, config_.default_algorithm, config_.debug_log,
-                stats_, timeline_),
       bursts_(kSettle),
+      negotiator_(control_plane_, config_.cache_capacity),
+      executor_(transport_, control_plane_, links_.reference_allreduce, link_cost_,
+                config_.default_algorithm, config_.debug_log, stats_, timeline_),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
-                       transport_->rank()) {}
+                       transport_.rank(), links_.stall_reports) {}
 
 Runtime::~Runtime() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized && thread_.joinable()) {
+  if (control_plane_.closed() && thread_.joinable()) {
     // MPI is gone (the process is exiting without shutdown()): the thread can
     // no longer talk to anyone, and joining it could wait forever.
     thread_.detach();
@@ -100,7 +76,8 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
     if (stopped_ || shutdown_requested_) {
       return Status::FailedPrecondition(
           "tfdist has been shut down; call tfdist.init() again before using collectives" +
-          (stop_reason_.ok() ? std::string() : " (it stopped because: " + stop_reason_.message() + ")"));
+          (stopped_because_.ok() ? std::string()
+                                 : " (it stopped because: " + stopped_because_.message() + ")"));
     }
     TFDIST_RETURN_IF_ERROR(CheckJoinLocked(requests));
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -155,7 +132,7 @@ void Runtime::Loop() {
     std::lock_guard<std::mutex> round(round_mutex_);
     if (finished_) return;
     // A thread finishing an eager op may have run the round already.
-    if (!round_due && !negotiator_->has_carry_over() && !QueuedWorkOrShutdown()) {
+    if (!round_due && !negotiator_.has_carry_over() && !QueuedWorkOrShutdown()) {
       continue;
     }
     if (!RunRoundLocked()) {
@@ -255,13 +232,13 @@ bool Runtime::RunRoundLocked() {
   // A round with nothing of this rank's own in it (an idle tick) waits for
   // the other ranks' idle ticks, up to kIdleTickMs: it must not teach the
   // polling budget that waits for work are long. A joined rank's rounds
-  // learn on their own budget (mpi_wait.h): polling only briefly, they made
+  // learn on their own budget (wait_kind.h): polling only briefly, they made
   // the others' back-to-back eager 4-byte allreduces take 260-290 µs
   // instead of 14-20 µs in about half the runs here (benchmarks/join.py).
-  const WaitKind wait = negotiator_->has_joined() ? WaitKind::kStandIn
-                        : announced_.empty()      ? WaitKind::kIdle
-                                                  : WaitKind::kRendezvous;
-  Status status = negotiator_->Round(std::move(announcements), want_shutdown, wait, &result);
+  const WaitKind wait = negotiator_.has_joined() ? WaitKind::kStandIn
+                        : announced_.empty()     ? WaitKind::kIdle
+                                                 : WaitKind::kRendezvous;
+  Status status = negotiator_.Round(std::move(announcements), want_shutdown, wait, &result);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
       timeline_.Complete(tensor.name, "NEGOTIATE", start, 1, 0, "");
@@ -272,9 +249,9 @@ bool Runtime::RunRoundLocked() {
     return false;
   }
   stats_.negotiation_rounds++;
-  carry_over_.store(negotiator_->has_carry_over(), std::memory_order_release);
-  standing_in_.store(negotiator_->has_joined(), std::memory_order_release);
-  stats_.cached_rounds = negotiator_->cached_rounds();
+  carry_over_.store(negotiator_.has_carry_over(), std::memory_order_release);
+  standing_in_.store(negotiator_.has_joined(), std::memory_order_release);
+  stats_.cached_rounds = negotiator_.cached_rounds();
   Execute(result.ready);
   if (!stop_reason_.ok()) return false;
   if (result.shutdown) {
@@ -283,8 +260,7 @@ bool Runtime::RunRoundLocked() {
         "before this collective could run");
     return false;
   }
-  InspectStalls();
-  return true;
+  return InspectStalls();
 }
 
 void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
@@ -377,6 +353,7 @@ void Runtime::FailAllInFlight(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
+    stopped_because_ = stop_reason_;
     queued.swap(queue_);
     names_in_flight_.clear();
     join_pending_ = false;
@@ -393,9 +370,9 @@ void Runtime::FailAllInFlight(const Status& status) {
   announced_count_.store(0, std::memory_order_relaxed);
 }
 
-void Runtime::InspectStalls() {
+bool Runtime::InspectStalls() {
   const auto now = Clock::now();
-  if (!stall_inspector_.LookDue(now)) return;
+  if (!stall_inspector_.LookDue(now)) return true;
   std::vector<StallInspector::Waiting> waiting;
   for (const auto& [name, since] : announced_at_) {
     auto it = announced_.find(name);
@@ -405,12 +382,17 @@ void Runtime::InspectStalls() {
   }
   const bool abort = stall_inspector_.Inspect(waiting, now, [this] {
     // The table names the missing ranks only for tensors announced in full.
-    negotiator_->AnnounceCachedInFull();
+    negotiator_.AnnounceCachedInFull();
     std::map<std::string, std::vector<int>> missing;
-    for (const WaitingTensor& w : negotiator_->Waiting()) missing[w.name] = w.missing_ranks;
+    for (const WaitingTensor& w : negotiator_.Waiting()) missing[w.name] = w.missing_ranks;
     return missing;
   });
-  if (abort) MPI_Abort(transport_->comm(), 1);
+  if (!abort) return true;
+  stop_reason_ = Status::Aborted(
+      "tfdist: a collective waited longer than TFDIST_STALL_SHUTDOWN_TIME for the other "
+      "ranks; the job was aborted");
+  control_plane_.Abort(stop_reason_.message());
+  return false;
 }
 
 }  // namespace tfdist

@@ -1,14 +1,16 @@
 // The per-process runtime: kernels enqueue requests and return; one
 // background thread negotiates with the other ranks (negotiation.h), runs
-// what is ready everywhere (executor.h) and completes the requests.
+// what is ready everywhere (executor.h) and completes the requests. It talks
+// to the other ranks only through a Transport (the collectives' data) and a
+// ControlPlane (negotiation, barriers, abort): MPI in production
+// (mpi_runtime.h), threads as ranks in the unit tests.
 #ifndef TFDIST_CORE_RUNTIME_RUNTIME_H_
 #define TFDIST_CORE_RUNTIME_RUNTIME_H_
-
-#include <mpi.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,18 +28,32 @@
 #include "cc/core/runtime/stand_in.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
-#include "cc/core/transport/mpi_transport.h"
+#include "cc/core/transport/control_plane.h"
+#include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
+// What a runtime talks through.
+struct RuntimeLinks {
+  Transport* transport = nullptr;         // the collectives' data
+  ControlPlane* control_plane = nullptr;  // negotiation, barriers, abort
+  ReferenceAllreduce reference_allreduce;  // the "mpi" algorithm (executor.h)
+  std::FILE* stall_reports = stderr;      // where stall_inspector.h writes
+  // Holds the transport and control plane when the runtime owns them (the
+  // MPI factory); null when the caller does (a test's fabric), and then they
+  // must outlive the runtime. Destroyed after the background thread ended.
+  std::shared_ptr<void> owner;
+};
+
 class Runtime {
  public:
-  // Collective over `comm`: every rank calls it. Measures or reads the link
-  // cost, then starts the background thread.
-  static Status Create(MPI_Comm comm, const RuntimeConfig& config,
-                       std::unique_ptr<Runtime>* out);
-  Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
-          std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost);
+  // Collective: every rank calls it with the same config. Starts the
+  // background thread. The settings check (settings_agreement.h) and the
+  // link cost are the caller's: they come before anything that depends on
+  // them.
+  static Status Start(const RuntimeConfig& config, RuntimeLinks links,
+                      const LinkCost& link_cost, std::unique_ptr<Runtime>* out);
+  Runtime(const RuntimeConfig& config, RuntimeLinks links, const LinkCost& link_cost);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -60,8 +76,8 @@ class Runtime {
   // own result, which saves the two thread hand-offs of the background path.
   bool TryRunRoundInline();
 
-  int rank() const { return transport_->rank(); }
-  int size() const { return transport_->size(); }
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
   const Stats& stats() const { return stats_; }
   const LinkCost& link_cost() const { return link_cost_; }
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
@@ -85,16 +101,22 @@ class Runtime {
   void Execute(const std::vector<ReadyTensor>& ready);
   void Complete(Request& request, const Status& status);
   void FailAllInFlight(const Status& status);
-  void InspectStalls();
+  // Reports stalls; false when the stall shutdown time passed (the job was
+  // aborted, or must stop if the control plane's Abort returned).
+  bool InspectStalls();
 
+  // Set once by the constructor, then only read (their own members say
+  // how they are shared).
+  RuntimeLinks links_;  // first: what it owns outlives everything below
   RuntimeConfig config_;
-  std::unique_ptr<MpiTransport> transport_;
-  std::unique_ptr<Negotiator> negotiator_;
+  Transport& transport_;
+  ControlPlane& control_plane_;
   LinkCost link_cost_;
-  Stats stats_;
-  Timeline timeline_;
-  CollectiveExecutor executor_;
+  Stats stats_;        // written by round threads, read by anyone (stats.h)
+  Timeline timeline_;  // used by round threads only, after Start opened it
 
+  // Guarded by mutex_: the hand-over between threads that enqueue and the
+  // thread that runs rounds.
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<Request> queue_;      // handed over, not yet announced
@@ -102,24 +124,31 @@ class Runtime {
   bool join_pending_ = false;  // this rank's join() has not completed
   bool wake_requested_ = false;  // WakeBackground() was called
   std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
-  BurstMemory bursts_;  // used by the background thread only
   bool shutdown_requested_ = false;
   bool stopped_ = false;
-  Status stop_reason_;
+  Status stopped_because_;  // stop_reason_ as it was when stopped_ was set
+  BurstMemory bursts_;  // the background thread's only, in WaitForWork under mutex_
 
-  // Held by whichever thread runs a round (the background thread, or one
-  // finishing an eager op); guards everything below it.
+  // Guarded by round_mutex_, held by whichever thread runs a round (the
+  // background thread, or one finishing an eager op).
   std::mutex round_mutex_;
-  std::atomic<bool> finished_{false};
-  // Copies of round state that the background thread reads while waiting.
-  std::atomic<size_t> announced_count_{0};
-  std::atomic<bool> carry_over_{false};
-  std::atomic<bool> standing_in_{false};  // this rank has joined
+  Negotiator negotiator_;
+  // Its collectives run under round_mutex_; Resolve (ResolveAlgorithm, from
+  // any thread) reads only what the constructor set.
+  CollectiveExecutor executor_;
+  Status stop_reason_;  // why the runtime must stop; published in stopped_because_
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
   StallInspector stall_inspector_;
 
-  std::thread thread_;
+  // Written under round_mutex_, read without it: what the background thread
+  // needs to know while it waits for work.
+  std::atomic<bool> finished_{false};
+  std::atomic<size_t> announced_count_{0};
+  std::atomic<bool> carry_over_{false};
+  std::atomic<bool> standing_in_{false};  // this rank has joined
+
+  std::thread thread_;  // set by Start, joined by Shutdown
 };
 
 }  // namespace tfdist

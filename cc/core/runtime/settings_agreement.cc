@@ -1,5 +1,6 @@
 #include "cc/core/runtime/settings_agreement.h"
 
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -68,6 +69,25 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "whether TFDIST_CALIBRATION_CACHE_DIR is set",
                                [](const S& s) { return s.calibration_cached ? "yes" : "no"; }));
   return Status::OK();
+}
+
+Status CheckSettingsAgreeAcross(ControlPlane& control_plane, const RuntimeConfig& config) {
+  const SharedSettings mine = SharedSettingsOf(config);
+  std::vector<uint8_t> bytes(sizeof mine);
+  std::memcpy(bytes.data(), &mine, sizeof mine);
+  std::vector<std::vector<uint8_t>> gathered;
+  TFDIST_RETURN_IF_ERROR(
+      control_plane.Allgatherv(bytes, WaitKind::kRendezvous, &gathered));
+  std::vector<SharedSettings> per_rank(gathered.size());
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    if (gathered[r].size() != sizeof(SharedSettings)) {
+      return Status::Internal("the settings of rank " + std::to_string(r) + " arrived as " +
+                              std::to_string(gathered[r].size()) + " bytes, not " +
+                              std::to_string(sizeof(SharedSettings)));
+    }
+    std::memcpy(&per_rank[r], gathered[r].data(), sizeof(SharedSettings));
+  }
+  return CheckSettingsAgree(per_rank);
 }
 
 }  // namespace tfdist

@@ -11,6 +11,7 @@
 
 #include "cc/core/runtime/config.h"
 #include "cc/core/status.h"
+#include "cc/core/transport/control_plane.h"
 
 namespace tfdist {
 
@@ -31,6 +32,10 @@ SharedSettings SharedSettingsOf(const RuntimeConfig& config);
 // naming the first differing setting (by its TFDIST_ variable), the rank and
 // both values.
 Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank);
+
+// Collective: gathers every rank's settings over `control_plane` and checks
+// them, so that every rank reaches the same verdict.
+Status CheckSettingsAgreeAcross(ControlPlane& control_plane, const RuntimeConfig& config);
 
 }  // namespace tfdist
 

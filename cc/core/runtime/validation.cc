@@ -7,17 +7,77 @@ namespace tfdist {
 
 namespace {
 
+using D = TensorDescription;
+
+// Field values as the messages show them.
+std::string Text(CollectiveType type) { return CollectiveTypeName(type); }
+std::string Text(DataType dtype) { return DataTypeName(dtype); }
+std::string Text(ReduceOp op) { return ReduceOpName(op); }
+std::string Text(AllreduceAlgorithm algorithm) { return AllreduceAlgorithmName(algorithm); }
+std::string Text(int value) { return std::to_string(value); }
+std::string Text(double value) {
+  std::ostringstream s;
+  s.precision(17);
+  s << value;
+  return s.str();
+}
+std::string Text(const std::vector<int64_t>& dimensions) {
+  std::string s = "[";
+  for (size_t i = 0; i < dimensions.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(dimensions[i]);
+  }
+  return s + "]";
+}
+
 // The shape with its first dimension, which may differ, shown as "?".
-std::string ShapeTail(const TensorDescription& d) {
+std::string ShapeTail(const D& d) {
   std::string s = "[?";
   for (size_t i = 1; i < d.shape.size(); ++i) s += ", " + std::to_string(d.shape[i]);
   return s + "]";
 }
 
+// Allgather and alltoall ranks may contribute different numbers of rows.
+bool FirstDimensionMayDiffer(CollectiveType type) {
+  return type == CollectiveType::kAllgather || type == CollectiveType::kAlltoall;
+}
+
+template <typename Field>
+bool IsShape(Field) {
+  return false;
+}
+bool IsShape(std::vector<int64_t> D::*field) { return field == &D::shape; }
+
+template <typename T>
+bool Agrees(const T& a, const T& b, bool, CollectiveType) {
+  return a == b;
+}
+bool Agrees(const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool shape,
+            CollectiveType type) {
+  if (!shape || !FirstDimensionMayDiffer(type)) return a == b;
+  return a.size() == b.size() && std::equal(a.begin() + (a.empty() ? 0 : 1), a.end(),
+                                            b.begin() + (b.empty() ? 0 : 1));
+}
+
+// True when every rank agrees with rank 0 on every field its collective
+// checks; the common case, answered without building any message.
+bool AllAgree(const std::vector<D>& per_rank) {
+  const D& first = per_rank[0];
+  const unsigned bit = CollectiveBit(first.type);
+  bool agree = true;
+  for (size_t r = 1; r < per_rank.size() && agree; ++r) {
+    ForEachDescriptionField([&](auto field, const DescriptionField& role) {
+      if (agree && (role.must_agree_for & bit)) {
+        agree = Agrees(first.*field, per_rank[r].*field, IsShape(field), first.type);
+      }
+    });
+  }
+  return agree;
+}
+
 // Compares one property of every rank with rank 0's, naming both values.
 template <typename Getter>
-Status Agree(const std::string& name, const std::vector<TensorDescription>& per_rank,
-             const char* property, Getter get) {
+Status Agree(const std::string& name, const std::vector<D>& per_rank, const char* property,
+             Getter get) {
   const std::string expected = get(per_rank[0]);
   for (size_t r = 1; r < per_rank.size(); ++r) {
     const std::string actual = get(per_rank[r]);
@@ -32,82 +92,24 @@ Status Agree(const std::string& name, const std::vector<TensorDescription>& per_
   return Status::OK();
 }
 
-std::string Number(double x) {
-  std::ostringstream s;
-  s.precision(17);
-  s << x;
-  return s.str();
-}
-
-// True when every rank agrees with rank 0 on everything the collective
-// checks; the common case, answered without building any message.
-bool AllAgree(const std::vector<TensorDescription>& per_rank) {
-  const TensorDescription& first = per_rank[0];
-  const bool first_dimension_may_differ =
-      first.type == CollectiveType::kAllgather || first.type == CollectiveType::kAlltoall;
-  for (size_t r = 1; r < per_rank.size(); ++r) {
-    const TensorDescription& d = per_rank[r];
-    if (d.type != first.type || d.dtype != first.dtype || d.op != first.op ||
-        d.root != first.root || d.prescale != first.prescale ||
-        d.postscale != first.postscale || d.algorithm != first.algorithm ||
-        d.shape.size() != first.shape.size()) {
-      return false;
-    }
-    for (size_t i = first_dimension_may_differ ? 1 : 0; i < d.shape.size(); ++i) {
-      if (d.shape[i] != first.shape[i]) return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
-Status ValidateAcrossRanks(const std::string& name,
-                           const std::vector<TensorDescription>& per_rank) {
+Status ValidateAcrossRanks(const std::string& name, const std::vector<D>& per_rank) {
   if (AllAgree(per_rank)) return Status::OK();
-  // Some property differs: find the first one that matters and name it.
-  using D = TensorDescription;
-  TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "collective",
-                               [](const D& d) { return std::string(CollectiveTypeName(d.type)); }));
-  TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "dtype",
-                               [](const D& d) { return std::string(DataTypeName(d.dtype)); }));
+  // Some field differs: find the first one that matters and name it.
   const CollectiveType type = per_rank[0].type;
-  switch (type) {
-    case CollectiveType::kAllreduce:
-    case CollectiveType::kBroadcast:
-    case CollectiveType::kReducescatter:
-      TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "shape",
-                                   [](const D& d) { return d.ShapeString(); }));
-      break;
-    case CollectiveType::kAllgather:
-    case CollectiveType::kAlltoall:
-      TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "number of dimensions",
-                                   [](const D& d) { return std::to_string(d.shape.size()); }));
-      TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "shape after the first dimension",
-                                   ShapeTail));
-      break;
-    case CollectiveType::kBarrier:
-    case CollectiveType::kJoin:
-      break;
-  }
-  if (type == CollectiveType::kAllreduce || type == CollectiveType::kReducescatter) {
-    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "reduction op",
-                                 [](const D& d) { return std::string(ReduceOpName(d.op)); }));
-    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "prescale factor",
-                                 [](const D& d) { return Number(d.prescale); }));
-    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "postscale factor",
-                                 [](const D& d) { return Number(d.postscale); }));
-  }
-  if (type == CollectiveType::kAllreduce) {
-    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "algorithm", [](const D& d) {
-      return std::string(AllreduceAlgorithmName(d.algorithm));
-    }));
-  }
-  if (type == CollectiveType::kBroadcast) {
-    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "root rank",
-                                 [](const D& d) { return std::to_string(d.root); }));
-  }
-  return Status::OK();
+  Status status;
+  ForEachDescriptionField([&](auto field, const DescriptionField& role) {
+    if (!status.ok() || !(role.must_agree_for & CollectiveBit(type))) return;
+    if (IsShape(field) && FirstDimensionMayDiffer(type)) {
+      status = Agree(name, per_rank, "number of dimensions",
+                     [](const D& d) { return std::to_string(d.shape.size()); });
+      if (status.ok()) status = Agree(name, per_rank, "shape after the first dimension", ShapeTail);
+      return;
+    }
+    status = Agree(name, per_rank, role.name, [&](const D& d) { return Text(d.*field); });
+  });
+  return status;
 }
 
 std::string RankList(const std::vector<int>& ranks) {
