@@ -226,8 +226,8 @@ class BackupAndRestore(TfdistCallback):
     At the start of ``fit`` it restores the newest checkpoint in
     ``directory`` (model, optimizer, and the position in the data); it saves
     every ``save_freq`` batches, or at each epoch's end with
-    ``save_freq="epoch"``, keeping the newest ``keep``; it waits for the last
-    write at the end of ``fit``. Saves hold training only while rank 0 copies
+    ``save_freq="epoch"``, keeping the newest ``keep``; at the end of ``fit``
+    it saves the final state and waits until it is durable. Saves hold training only while rank 0 copies
     the variables to host memory.
 
     Exact mid-epoch resume needs the input to come from ``dataset()``: it
@@ -264,6 +264,7 @@ class BackupAndRestore(TfdistCallback):
         self._steps_per_epoch: Optional[int] = None
         self._global_batch = 0      # batches trained since the very first epoch
         self._handled = -1          # the batch count last saved / checked
+        self._saved = -1            # the batch count of the newest checkpoint
         self._last_batch: Optional[int] = None
         self._epoch = 0
         self._batch_in_epoch = 0
@@ -301,7 +302,7 @@ class BackupAndRestore(TfdistCallback):
         restored = checkpoint.restore(self.directory, model=self.model)
         extra = restored.extra if restored else {}
         self._global_batch = int(extra.get("global_batch", 0))
-        self._handled = self._global_batch
+        self._handled = self._saved = self._global_batch
         self._epoch = int(extra.get("epoch", 0))
         self._batch_in_epoch = int(extra.get("batch", 0))
         if self._steps_per_epoch is not None:
@@ -343,6 +344,10 @@ class BackupAndRestore(TfdistCallback):
 
     def on_train_end(self, logs: Optional[Dict] = None) -> None:
         self.model._initial_epoch = None
+        if self._global_batch != self._saved:
+            # The finished state too, so that a job restarted after fit()
+            # returned does not train again.
+            self._save(self._global_batch, "end")
         checkpoint.wait()
 
     def _batches_done(self, count: int, epoch_end: bool = False) -> None:
@@ -375,3 +380,4 @@ class BackupAndRestore(TfdistCallback):
                  "steps_per_epoch": self._steps_per_epoch}
         checkpoint.save(self.directory, count, model=self.model, extra=extra, keep=self.keep,
                         blocking=blocking)
+        self._saved = count
