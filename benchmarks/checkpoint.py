@@ -72,7 +72,7 @@ def file_mb(path: str) -> float:
 
 
 def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
-                 work: str) -> Dict[str, Any]:
+                 work: str, fit_repeats: int) -> Dict[str, Any]:
     import keras
     import numpy as np
     import tfdist.checkpoint as ckpt
@@ -126,7 +126,7 @@ def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
     data = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH).repeat()
     fit_dir = os.path.join(work, f"fit-{size_mib:g}")
     model.fit(data, steps_per_epoch=5, epochs=1, verbose=0)  # trace the train step
-    for _ in range(repeats):
+    for _ in range(fit_repeats):
         for label in ("without", "with"):
             shutil.rmtree(fit_dir, ignore_errors=True)
             callbacks = [] if label == "without" else [
@@ -180,6 +180,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300, help="fit steps per throughput run")
     parser.add_argument("--every", type=int, default=100, help="checkpoint every N steps")
+    parser.add_argument("--fit-repeats", type=int, default=2,
+                        help="throughput runs of each kind (default 2)")
     parser.add_argument("--dir", default=None, help="where files go (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the results here (rank 0)")
     args = parser.parse_args(argv)
@@ -193,7 +195,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     results = []
     for size in (float(s) for s in args.sizes.split(",")):
         steps = args.steps if size <= 50 else max(args.every * 2, args.steps * 2 // 3)
-        results.append(measure_size(hvd, size, args.repeats, steps, args.every, work))
+        results.append(measure_size(hvd, size, args.repeats, steps, args.every, work,
+                                    args.fit_repeats))
     if hvd.rank() == 0:
         report = {"benchmark": "checkpoint", "np": hvd.size(), "host": socket.gethostname(),
                   "command": "tfdistrun -np %d python -m benchmarks.checkpoint %s"

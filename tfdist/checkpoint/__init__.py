@@ -34,7 +34,6 @@ import tensorflow as tf
 
 from tfdist import ops, runtime
 from tfdist.checkpoint import file_format, writer
-from tfdist.functions import broadcast_variables
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
 
 __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "preempted",
@@ -97,27 +96,37 @@ def _broadcast_bytes(data: Optional[bytes], name: str) -> bytes:
     return ops.broadcast(payload, root_rank=0, name=f"{name}.data").numpy().tobytes()
 
 
-def _allgather_bytes(data: bytes, name: str) -> List[bytes]:
-    """Every rank's ``data``, in rank order."""
+def _gather_states(own_state: bytes, failure: str, name: str) -> Tuple[List[bytes], str]:
+    """Every rank's serialized per-rank state, and rank 0's ``failure`` message, on every rank.
+
+    One allgather of two lengths per rank, and a second one of the bytes only
+    when some rank has any: a save of a job without per-rank state costs one
+    tiny collective.
+    """
+    message = failure.encode()
     if runtime.size() == 1:
-        return [data]
-    sizes = ops.allgather(np.array([len(data)], np.int64), name=f"{name}.sizes").numpy()
-    gathered = ops.allgather(np.frombuffer(data, np.uint8), name=f"{name}.data").numpy()
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    return [gathered[offsets[r]:offsets[r + 1]].tobytes() for r in range(len(sizes))]
+        return [own_state], failure
+    lengths = ops.allgather(np.array([[len(own_state), len(message)]], np.int64),
+                            name=f"{name}.lengths").numpy()
+    if not lengths.any():
+        return [b""] * len(lengths), ""
+    data = ops.allgather(np.frombuffer(own_state + message, np.uint8),
+                         name=f"{name}.data").numpy().tobytes()
+    states, offset = [], 0
+    for state_length, message_length in lengths:
+        states.append(data[offset:offset + state_length])
+        offset += state_length + message_length
+    root_message = data[lengths[0][0]:lengths[0][0] + lengths[0][1]].decode()
+    return states, root_message
 
 
-def _agree_no_pending_failure(name: str) -> None:
-    """Waits for rank 0's pending write; if it failed, every rank raises the same error."""
-    message = ""
-    if runtime.rank() == 0:
-        try:
-            writer.PENDING.wait()
-        except writer.WriteFailed as error:
-            message = str(error)
-    message = _broadcast_bytes(message.encode(), name).decode()
-    if message:
-        raise CheckpointError(message)
+def _pending_failure() -> str:
+    """Waits for this process's pending write; its error message, or "" if it succeeded."""
+    try:
+        writer.PENDING.wait()
+    except writer.WriteFailed as error:
+        return str(error)
+    return ""
 
 
 def wait() -> None:
@@ -158,10 +167,13 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
         raise TypeError(f"extra must be a JSON-serialisable dict: {error}") from None
     step = int(step)
     directory = str(directory)
-    _agree_no_pending_failure("tfdist.checkpoint.save.pending")
     targets = _targets(model, optimizer, variables)
-    own_state = file_format.serialize_arrays(runtime.rank_state())
-    states = _allgather_bytes(own_state, "tfdist.checkpoint.save.rank_state")
+    # A save waits for the previous one; if that failed, every rank raises.
+    pending_failure = _pending_failure() if runtime.rank() == 0 else ""
+    states, pending_failure = _gather_states(file_format.serialize_arrays(runtime.rank_state()),
+                                             pending_failure, "tfdist.checkpoint.save")
+    if pending_failure:
+        raise CheckpointError(pending_failure)
     path = f"{directory.rstrip('/')}/{file_format.file_name(step)}"
     failure = ""
     if runtime.rank() == 0:
@@ -251,13 +263,13 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     with a warning.
     """
     directory = str(directory)
-    _agree_no_pending_failure("tfdist.checkpoint.restore.pending")
     targets = _targets(model, optimizer, variables)
     is_root = runtime.rank() == 0
     contents = None
     header: Dict[str, Any] = {}
     if is_root:
-        header, contents = _choose(directory)
+        failure = _pending_failure()  # the newest file must be complete before choosing
+        header, contents = ({"error": failure}, None) if failure else _choose(directory)
     text = _broadcast_bytes(json.dumps(header).encode() if is_root else None,
                             "tfdist.checkpoint.restore.header")
     header = json.loads(text)
@@ -266,15 +278,32 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     if header.get("none"):
         return None
     _check_match(header, targets)
-    everything = [v for g in file_format.GROUPS for v in targets[g]]
-    if is_root:
-        for group in file_format.GROUPS:
-            for variable, value in zip(targets[group], contents.groups[group]):
-                variable.assign(value)
-    if runtime.size() > 1 and everything:
-        broadcast_variables(everything, root_rank=0)
+    _assign_from_root([v for g in file_format.GROUPS for v in targets[g]],
+                      [a for g in file_format.GROUPS for a in contents.groups[g]]
+                      if is_root else None)
     _restore_rank_states(header, contents)
     return Restored(step=int(header["step"]), extra=header["extra"], path=header["path"])
+
+
+def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) -> None:
+    """Assigns rank 0's ``arrays`` to ``variables`` on every rank: one broadcast per dtype."""
+    if runtime.size() == 1:
+        for variable, array in zip(variables, arrays):
+            variable.assign(array)
+        return
+    by_dtype: Dict[str, List[int]] = {}
+    for index, variable in enumerate(variables):
+        by_dtype.setdefault(_dtype_name(variable), []).append(index)
+    for dtype in sorted(by_dtype):  # the same order on every rank
+        indices = by_dtype[dtype]
+        sizes = [int(np.prod(variables[i].shape, dtype=np.int64)) for i in indices]
+        if arrays is not None:
+            flat = np.concatenate([np.ravel(arrays[i]) for i in indices])
+        else:
+            flat = np.zeros(sum(sizes), tf.as_dtype(dtype).as_numpy_dtype)
+        received = ops.broadcast(flat, root_rank=0, name=f"tfdist.checkpoint.restore.{dtype}")
+        for i, part in zip(indices, tf.split(received, sizes, num=len(sizes))):
+            variables[i].assign(tf.reshape(part, variables[i].shape))
 
 
 def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:

@@ -35,9 +35,11 @@ FORMAT_VERSION = 1
 GROUPS = ("model", "optimizer", "variables")
 FILE_NAME = re.compile(r"^ckpt-(\d{10})\.h5$")
 TEMP_MARK = ".tmp."
-# Writes go to HDF5 in slices of this many bytes: h5py holds the GIL for the
-# whole of one write call, and the training thread needs it between steps.
-WRITE_SLICE_BYTES = 4 << 20
+# Datasets are chunked (fletcher32 needs chunks) in chunks of this many bytes,
+# and written one chunk per call: h5py holds the GIL for the whole of one
+# write call, and the training thread needs it between steps. Chunks larger
+# than HDF5's 1 MiB chunk cache are read straight into the destination.
+CHUNK_BYTES = 4 << 20
 
 
 class CorruptCheckpoint(Exception):
@@ -94,11 +96,11 @@ def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> None:
         group.create_dataset(key, shape=stored.shape, dtype=stored.dtype)
         return
     flat = stored.reshape(-1)
-    # One-dimensional on disk, so that slices of WRITE_SLICE_BYTES are easy
+    # One-dimensional on disk, so that chunks of CHUNK_BYTES are easy
     # whatever the shape; the manifest keeps the real shape.
-    dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype, chunks=True,
+    step = max(1, min(flat.size, CHUNK_BYTES // flat.itemsize))
+    dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype, chunks=(step,),
                                    fletcher32=True)
-    step = max(1, WRITE_SLICE_BYTES // flat.itemsize)
     for start in range(0, flat.size, step):
         dataset[start:start + step] = flat[start:start + step]
 
@@ -246,6 +248,8 @@ def newest_valid(directory: str) -> Tuple[Optional[str], Optional[Contents], Lis
 
 def serialize_arrays(state: Mapping[str, np.ndarray]) -> bytes:
     """A dict of arrays as bytes (a JSON header, then the raw data), for sending between ranks."""
+    if not state:
+        return b""
     names = sorted(state)
     arrays = [np.ascontiguousarray(_storable(np.asarray(state[n]))) for n in names]
     header = json.dumps([array_entry(np.asarray(state[n]), n) for n in names]).encode()
@@ -254,6 +258,8 @@ def serialize_arrays(state: Mapping[str, np.ndarray]) -> bytes:
 
 def deserialize_arrays(data: bytes) -> Dict[str, np.ndarray]:
     """The inverse of serialize_arrays."""
+    if not data:
+        return {}
     length = int.from_bytes(data[:8], "little")
     entries = json.loads(data[8:8 + length].decode())
     offset = 8 + length
