@@ -28,16 +28,21 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from tfdist import ops, runtime
 from tfdist.checkpoint import file_format, writer
+from tfdist.checkpoint.snapshot import SnapshotBuffers
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
 
 __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "preempted",
            "restart_count", "restore", "save", "wait"]
+
+
+# Rank 0's host copies, reused by the next save (see snapshot.py). Like the
+# pending write in writer.py, process state that save() needs across calls.
+_SNAPSHOT = SnapshotBuffers()
 
 
 class CheckpointError(RuntimeError):
@@ -59,14 +64,6 @@ def _variable_path(variable: Any) -> str:
 
 def _dtype_name(variable: Any) -> str:
     return tf.as_dtype(variable.dtype).name
-
-
-def _host_copy(variable: Any) -> np.ndarray:
-    """The variable's value, copied into host memory owned by the checkpoint."""
-    value = variable.value if isinstance(variable, keras.Variable) else variable
-    # ReadVariableOp may alias the variable's buffer; the copy makes the
-    # snapshot immune to the next training step.
-    return np.array(value.numpy(), copy=True)
 
 
 def _targets(model: Any, optimizer: Any, variables: Iterable[Any]) -> Dict[str, List[Any]]:
@@ -179,7 +176,7 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
     if runtime.rank() == 0:
         contents = file_format.Contents(
             step=step, extra=extra_json,
-            groups={g: [_host_copy(v) for v in vs] for g, vs in targets.items()},
+            groups={g: _SNAPSHOT.copy(g, vs) for g, vs in targets.items()},
             paths={g: [_variable_path(v) for v in vs] for g, vs in targets.items()},
             world_size=runtime.size(),
             rank_states=[file_format.deserialize_arrays(s) for s in states])

@@ -98,7 +98,9 @@ def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> None:
     flat = stored.reshape(-1)
     # One-dimensional on disk, so that chunks of CHUNK_BYTES are easy
     # whatever the shape; the manifest keeps the real shape.
-    step = max(1, min(flat.size, CHUNK_BYTES // flat.itemsize))
+    # Equal chunks of at most CHUNK_BYTES: HDF5 allocates the last chunk whole.
+    chunks = -(-flat.nbytes // CHUNK_BYTES)
+    step = -(-flat.size // chunks)
     dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype, chunks=(step,),
                                    fletcher32=True)
     for start in range(0, flat.size, step):
