@@ -268,6 +268,7 @@ class BackupAndRestore(TfdistCallback):
         self._last_batch: Optional[int] = None
         self._epoch = 0
         self._batch_in_epoch = 0
+        self._check_preemption = False
 
     def dataset(self, make_epoch: Callable[[tf.Tensor], "tf.data.Dataset"],
                 steps_per_epoch: int) -> "tf.data.Dataset":
@@ -299,6 +300,9 @@ class BackupAndRestore(TfdistCallback):
             raise ValueError(f"BackupAndRestore.dataset() was given steps_per_epoch="
                              f"{self._steps_per_epoch}; pass the same steps_per_epoch to fit "
                              f"(it got {steps})")
+        # tfdistrun exports TFDIST_PREEMPT_FILE to every rank, so every rank
+        # takes the same branch and the agreement collective always matches.
+        self._check_preemption = bool(LaunchInfo.from_environment().preempt_file)
         restored = checkpoint.restore(self.directory, model=self.model)
         extra = restored.extra if restored else {}
         self._global_batch = int(extra.get("global_batch", 0))
@@ -357,19 +361,13 @@ class BackupAndRestore(TfdistCallback):
         if (epoch_end and self.save_freq == "epoch") or (
                 self.save_freq != "epoch" and count % self.save_freq == 0):
             self._save(count, "periodic")
-        if (self._launched_by_tfdistrun() and count % self.preemption_check_every == 0
+        if (self._check_preemption and count % self.preemption_check_every == 0
                 and checkpoint.preempted()):
             self._save(count, "preemption", blocking=True)
             if runtime.rank() == 0:
                 print(f"tfdist BackupAndRestore: preempted; saved batch {count}, exiting with "
                       f"{checkpoint.PREEMPTED_EXIT_CODE}", flush=True)
             raise SystemExit(checkpoint.PREEMPTED_EXIT_CODE)
-
-    @staticmethod
-    def _launched_by_tfdistrun() -> bool:
-        # tfdistrun exports TFDIST_PREEMPT_FILE to every rank, so every rank
-        # takes the same branch and the agreement collective always matches.
-        return bool(LaunchInfo.from_environment().preempt_file)
 
     def _save(self, count: int, reason: str, blocking: bool = False) -> None:
         if self._steps_per_epoch is not None:
