@@ -190,7 +190,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import tfdist.keras as hvd
     hvd.init()
-    work = args.dir or tempfile.mkdtemp(prefix="tfdist-ckpt-bench-")
+    work = args.dir or (tempfile.mkdtemp(prefix="tfdist-ckpt-bench-") if hvd.rank() == 0
+                        else None)
     work = hvd.broadcast_object(work, 0)
     results = []
     for size in (float(s) for s in args.sizes.split(",")):
