@@ -25,7 +25,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import h5py
 import numpy as np
@@ -274,7 +274,3 @@ def deserialize_arrays(data: bytes) -> Dict[str, np.ndarray]:
         dtype = _numpy_dtype(entry["dtype"])
         result[entry["path"]] = array if dtype == stored else array.view(dtype)
     return result
-
-
-def describe(entries: Sequence[Mapping[str, Any]]) -> List[str]:
-    return [f"{e['path']} {tuple(e['shape'])} {e['dtype']}" for e in entries]
