@@ -130,7 +130,8 @@ def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
     model.fit(data, steps_per_epoch=5, epochs=1, verbose=0)  # trace the train step
     for _ in range(fit_repeats):
         for label in ("without", "with"):
-            shutil.rmtree(fit_dir, ignore_errors=True)
+            if rank0:  # the writer: its last write is durable (fit ended with wait())
+                shutil.rmtree(fit_dir, ignore_errors=True)
             callbacks = [] if label == "without" else [
                 hvd.callbacks.BackupAndRestore(fit_dir, save_freq=every, keep=2)]
             hvd.barrier()
