@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-import keras
 import numpy as np
+import tensorflow as tf
 
 
 def _value(variable: Any) -> Any:
     # A Keras 3 Variable wraps a tf.Variable; reading gives a tensor that
     # shares the variable's buffer (TensorFlow copies on the next write).
-    inner = variable.value if isinstance(variable, keras.Variable) else variable
-    return inner.read_value()
+    inner = getattr(variable, "value", None)  # a method on a tf.Variable itself
+    return (inner if isinstance(inner, tf.Variable) else variable).read_value()
 
 
 class SnapshotBuffers:
