@@ -283,24 +283,23 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
 
 
 def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) -> None:
-    """Assigns rank 0's ``arrays`` to ``variables`` on every rank: one broadcast per dtype."""
+    """Assigns rank 0's ``arrays`` to ``variables`` on every rank, one broadcast per variable.
+
+    Per variable rather than one concatenation per dtype: the state is
+    copied fewer times (no concatenate, no split), which is what a restore
+    of a large model spends its time on.
+    """
     if runtime.size() == 1:
         for variable, array in zip(variables, arrays):
             variable.assign(array)
         return
-    by_dtype: Dict[str, List[int]] = {}
     for index, variable in enumerate(variables):
-        by_dtype.setdefault(_dtype_name(variable), []).append(index)
-    for dtype in sorted(by_dtype):  # the same order on every rank
-        indices = by_dtype[dtype]
-        sizes = [int(np.prod(variables[i].shape, dtype=np.int64)) for i in indices]
         if arrays is not None:
-            flat = np.concatenate([np.ravel(arrays[i]) for i in indices])
+            value = arrays[index]
         else:
-            flat = np.zeros(sum(sizes), tf.as_dtype(dtype).as_numpy_dtype)
-        received = ops.broadcast(flat, root_rank=0, name=f"tfdist.checkpoint.restore.{dtype}")
-        for i, part in zip(indices, tf.split(received, sizes, num=len(sizes))):
-            variables[i].assign(tf.reshape(part, variables[i].shape))
+            value = np.empty(tuple(variable.shape), tf.as_dtype(variable.dtype).as_numpy_dtype)
+        variable.assign(ops.broadcast(value, root_rank=0,
+                                      name=f"tfdist.checkpoint.restore.{index}"))
 
 
 def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:
