@@ -22,6 +22,15 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
   ``--no-huge-pages`` leaves glibc alone;
 - ``--timeout``: the whole job is killed after that many seconds (exit 124),
   so a job that hangs never holds its machines for good;
+- ``--restarts N``: a job that fails (a rank dies or exits non-zero; mpirun
+  then ends every rank) is started again, up to N more times; each rank sees
+  ``TFDIST_RESTART`` (0, then 1, 2, ...) and resumes from its checkpoint;
+- preemption: SIGTERM to tfdistrun creates the file named in
+  ``TFDIST_PREEMPT_FILE`` on every rank's environment; the ranks agree on it
+  at a step boundary (``tfdist.checkpoint.preempted()``), save, and exit with
+  75 (PREEMPTED_EXIT_CODE), which tfdistrun returns and never restarts. Ranks
+  that have not exited ``--preempt-grace`` seconds later are killed (exit 143);
+  a second SIGTERM kills them at once;
 - Horovod's ``--fusion-threshold-mb``, ``--cycle-time-ms`` and
   ``--timeline-filename``, as the TFDIST_* settings they stand for.
 """
@@ -34,11 +43,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 HUGE_PAGE_TUNABLE = "glibc.malloc.hugetlb"
 TIMEOUT_EXIT_CODE = 124  # what coreutils' timeout returns
+# Every rank exits with it after saving a preemption checkpoint, and so does
+# tfdistrun (EX_TEMPFAIL); the same value as tfdist.checkpoint.PREEMPTED_EXIT_CODE.
+PREEMPTED_EXIT_CODE = 75
+# Preempted, but the ranks did not stop within --preempt-grace: 128 + SIGTERM.
+PREEMPTION_KILLED_EXIT_CODE = 128 + signal.SIGTERM
+INTERRUPTED_EXIT_CODE = 130
 # Variables every rank needs, beyond the TFDIST_* settings: on another host
 # mpirun starts ranks in a login environment, where PATH may not even lead
 # to this Python.
@@ -109,21 +126,89 @@ def build_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
     return argv, env
 
 
-def run(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float]) -> int:
-    """Runs the job; returns its exit code, or TIMEOUT_EXIT_CODE once it ran past ``timeout``."""
+class Preemption:
+    """SIGTERM to tfdistrun: ask the ranks to save and stop, by creating the flag file they poll."""
+
+    def __init__(self, flag_file: str, grace: float) -> None:
+        self.flag_file = flag_file
+        self.grace = grace
+        self.requested_at: Optional[float] = None
+        self.hurry = False
+
+    def request(self) -> None:
+        if self.requested_at is not None:  # a second SIGTERM: stop now
+            self.hurry = True
+            return
+        self.requested_at = time.monotonic()
+        with open(self.flag_file, "w") as flag:
+            flag.write(f"preempted at {time.time():.3f}\n")
+        print(f"tfdistrun: SIGTERM: asking every rank to save a checkpoint and stop "
+              f"(they are killed in {self.grace:g} s)", file=sys.stderr, flush=True)
+
+    @property
+    def requested(self) -> bool:
+        return self.requested_at is not None
+
+    def overdue(self, now: float) -> bool:
+        return self.requested_at is not None and (
+            self.hurry or now - self.requested_at > self.grace)
+
+
+def run(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float],
+        preemption: Optional[Preemption] = None) -> int:
+    """Runs the job once; returns its exit code, TIMEOUT_EXIT_CODE once it ran past
+    ``timeout``, and after a preemption PREEMPTED_EXIT_CODE (or
+    PREEMPTION_KILLED_EXIT_CODE if the ranks had to be killed)."""
     # Its own process group, so that a timeout or Ctrl-C reaches mpirun and
-    # everything it started, and nothing else.
+    # everything it started, and nothing else; and so that a SIGTERM sent to
+    # tfdistrun's group does not reach the ranks before they have saved.
     job = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        return job.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        print(f"tfdistrun: the job ran past --timeout {timeout:g} s; stopping every rank",
-              file=sys.stderr, flush=True)
-        _stop(job)
-        return TIMEOUT_EXIT_CODE
+        while True:
+            try:
+                code = job.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    print(f"tfdistrun: the job ran past --timeout {timeout:g} s; stopping "
+                          f"every rank", file=sys.stderr, flush=True)
+                    _stop(job)
+                    return TIMEOUT_EXIT_CODE
+                if preemption is not None and preemption.overdue(now):
+                    print("tfdistrun: the ranks did not stop after the preemption request; "
+                          "killing them", file=sys.stderr, flush=True)
+                    _stop(job)
+                    return PREEMPTION_KILLED_EXIT_CODE
     except KeyboardInterrupt:
         _stop(job)
-        return 130
+        return INTERRUPTED_EXIT_CODE
+    if preemption is not None and preemption.requested and code != 0:
+        return PREEMPTED_EXIT_CODE if code == PREEMPTED_EXIT_CODE else code
+    return code
+
+
+def run_with_restarts(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float],
+                      restarts: int, preemption: Optional[Preemption] = None) -> int:
+    """Runs the job, and again after each failure, up to ``restarts`` more times.
+
+    Not restarted: success, a timeout (``timeout`` covers all runs together),
+    Ctrl-C, and a preemption. Each run gets TFDIST_RESTART = its number.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    env = dict(env)
+    attempt = 0
+    while True:
+        env["TFDIST_RESTART"] = str(attempt)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        code = run(argv, env, left, preemption)
+        if (code in (0, TIMEOUT_EXIT_CODE, INTERRUPTED_EXIT_CODE) or attempt >= restarts
+                or (preemption is not None and preemption.requested)):
+            return code
+        attempt += 1
+        print(f"tfdistrun: the job failed (exit {code}); restart {attempt} of {restarts}",
+              file=sys.stderr, flush=True)
 
 
 def _stop(job: subprocess.Popen) -> None:
@@ -150,6 +235,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--hostfile", help="an mpirun hostfile")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds after which the whole job is killed (exit 124)")
+    parser.add_argument("--restarts", type=int, default=0,
+                        help="start a failed job again, up to this many times (default 0); "
+                             "ranks see TFDIST_RESTART")
+    parser.add_argument("--preempt-grace", type=float, default=120.0,
+                        help="after SIGTERM, seconds the ranks get to save and exit "
+                             "(default 120)")
     parser.add_argument("--bind-to", default="none",
                         help="mpirun's --bind-to (default: none)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
@@ -184,17 +275,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:  # tfdistrun -np 2 -- python train.py
         args.command = args.command[1:]
+    if args.restarts < 0:
+        parser.error("--restarts must not be negative")
+    flag_dir = tempfile.mkdtemp(prefix="tfdist-preempt-")
+    settings = _settings(args)
+    settings["TFDIST_RESTART"] = "0"
+    settings["TFDIST_PREEMPT_FILE"] = os.path.join(flag_dir, "preempted")
     try:
-        command, env = build_command(
-            args.np, args.command, hosts=args.hosts, hostfile=args.hostfile,
-            bind_to=args.bind_to, huge_pages=args.huge_pages, settings=_settings(args),
-            mpi_args=shlex.split(args.mpi_args))
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
-    if args.dry_run:
-        print(shlex.join(command))
-        return 0
-    return run(command, env, args.timeout)
+        try:
+            command, env = build_command(
+                args.np, args.command, hosts=args.hosts, hostfile=args.hostfile,
+                bind_to=args.bind_to, huge_pages=args.huge_pages, settings=settings,
+                mpi_args=shlex.split(args.mpi_args))
+        except (ValueError, FileNotFoundError) as error:
+            parser.error(str(error))
+        if args.dry_run:
+            print(shlex.join(command))
+            return 0
+        preemption = Preemption(settings["TFDIST_PREEMPT_FILE"], args.preempt_grace)
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: preemption.request())
+        try:
+            return run_with_restarts(command, env, args.timeout, args.restarts, preemption)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    finally:
+        shutil.rmtree(flag_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

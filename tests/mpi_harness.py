@@ -70,6 +70,8 @@ def worker_main(body: Callable[[], None]) -> None:
     """Runs a worker's checks; on any failure, reports it and aborts every rank."""
     try:
         body()
+    except SystemExit:
+        raise  # a deliberate exit code (a preempted worker's) is its answer, not a failure
     except BaseException:  # noqa: BLE001  (any failure must reach every rank)
         traceback.print_exc()
         sys.stdout.flush()

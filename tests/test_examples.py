@@ -34,3 +34,13 @@ def test_synthetic_benchmark_reports_throughput():
     match = re.search(r"Total samples/sec on 2 rank\(s\): (\d+\.\d+) \+-(\d+\.\d+)", output)
     assert match, output[-3000:]
     assert float(match.group(1)) > 0
+
+
+def test_keras_resume_trains_and_leaves_its_checkpoints(tmp_path):
+    output = run_workers("examples/keras_resume.py", 2,
+                         args=["--checkpoint-dir", str(tmp_path), "--epochs", "3",
+                               "--min-accuracy", "0.8"], timeout=300)
+    assert final_accuracy(output) >= 0.8
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # 22 batches per epoch on 2 ranks, saved every 10 and at the end (66): the newest 3 kept.
+    assert names == ["ckpt-0000000050.h5", "ckpt-0000000060.h5", "ckpt-0000000066.h5"], names

@@ -1,4 +1,5 @@
 """tfdistrun: the mpirun command it builds, a job it starts, and a job it stops."""
+import signal
 import subprocess
 import sys
 import time
@@ -93,4 +94,61 @@ def test_a_hanging_job_is_stopped_at_its_timeout():
                     "import time; time.sleep(120)", timeout=90)
     assert result.returncode == launcher.TIMEOUT_EXIT_CODE, result.stdout + result.stderr
     assert "ran past --timeout 3 s" in result.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_a_failed_job_is_restarted_with_its_restart_number(tmp_path):
+    # Fails on its first two runs, succeeds on the third; each run records TFDIST_RESTART.
+    script = ("import os, sys; n = os.environ['TFDIST_RESTART']; "
+              f"open(os.path.join({str(tmp_path)!r}, 'run' + n + '.' + "
+              "os.environ['OMPI_COMM_WORLD_RANK']), 'w').close(); "
+              "sys.exit(3 if int(n) < 2 and os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)")
+    result = launch("-np", "2", "--restarts", "3", "--timeout", "120", sys.executable, "-c",
+                    script, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"run{n}.{r}" for n in range(3) for r in range(2)]
+    assert "restart 2 of 3" in result.stderr and "restart 3" not in result.stderr
+
+
+def test_restarts_give_up_with_the_job_s_exit_code():
+    result = launch("-np", "2", "--restarts", "1", "--timeout", "120", sys.executable, "-c",
+                    "import sys; sys.exit(5)", timeout=180)
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert result.stderr.count("restart 1 of 1") == 1
+
+
+def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
+    # The ranks wait for the flag file, as tfdist.checkpoint.preempted() sees it, and
+    # exit with the preemption code; tfdistrun returns it and does not restart.
+    marker = tmp_path / "ranks-running"
+    script = ("import os, sys, time; flag = os.environ['TFDIST_PREEMPT_FILE']; "
+              f"open({str(marker)!r} + os.environ['OMPI_COMM_WORLD_RANK'], 'w').close(); "
+              "[time.sleep(0.05) for _ in iter(lambda: os.path.exists(flag), True)]; "
+              f"sys.exit({launcher.PREEMPTED_EXIT_CODE})")
+    job = subprocess.Popen([sys.executable, "-m", "tfdistrun", "-np", "2", "--restarts", "2",
+                            "--timeout", "120", sys.executable, "-c", script],
+                           env=mpi_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+    deadline = time.monotonic() + 90
+    while not all((tmp_path / f"ranks-running{r}").exists() for r in range(2)):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=90)
+    assert job.returncode == launcher.PREEMPTED_EXIT_CODE, out + err
+    assert "asking every rank to save" in err and "restart" not in err, err
+
+
+def test_ranks_that_ignore_the_preemption_are_killed_after_the_grace_period():
+    start = time.monotonic()
+    job = subprocess.Popen([sys.executable, "-m", "tfdistrun", "-np", "2", "--preempt-grace",
+                            "2", "--timeout", "120", sys.executable, "-c",
+                            "import time; time.sleep(120)"],
+                           env=mpi_environment(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+    time.sleep(3)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=90)
+    assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
     assert time.monotonic() - start < 60

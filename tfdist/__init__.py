@@ -16,6 +16,7 @@ from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross
                             local_size, rank, shutdown, size, stats)
 from tfdist.gradient_tape import (Compression, DistributedGradientTape,  # noqa: F401
                                   default_num_groups)
+from tfdist import checkpoint  # noqa: E402  (tfdist.checkpoint.save/restore after import tfdist)
 
 __version__ = "0.1.0"
 

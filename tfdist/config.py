@@ -135,3 +135,27 @@ def _convert(key: str, text: str, kind: Any) -> Any:
     except ValueError:
         raise ConfigError(f"{key}={text!r} is not a valid {kind}") from None
     return text
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchInfo:
+    """What ``tfdistrun`` tells every rank about the job (not runtime settings).
+
+    ``restart``: TFDIST_RESTART, 0 on the first run of the job, n on its n-th
+    restart. ``preempt_file``: TFDIST_PREEMPT_FILE, the file the launcher
+    creates when it is asked to stop (SIGTERM); empty when not launched by
+    tfdistrun.
+    """
+
+    restart: int = 0
+    preempt_file: str = ""
+
+    @classmethod
+    def from_environment(cls, environ: Optional[Mapping[str, str]] = None) -> "LaunchInfo":
+        environ = os.environ if environ is None else environ
+        restart = environ.get("TFDIST_RESTART", "") or "0"
+        try:
+            count = int(restart)
+        except ValueError:
+            raise ConfigError(f"TFDIST_RESTART={restart!r}: expected a whole number") from None
+        return cls(restart=count, preempt_file=environ.get("TFDIST_PREEMPT_FILE", ""))

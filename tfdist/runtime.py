@@ -6,6 +6,8 @@ import ctypes
 import warnings
 from typing import Any, Dict, Optional
 
+import numpy as np
+
 from tfdist import _library
 from tfdist.config import RuntimeSettings
 
@@ -146,3 +148,23 @@ def link_cost() -> Dict[str, float]:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
     return dict(zip(("latency_s", "seconds_per_byte", "reduce_seconds_per_byte"),
                     (v.value for v in values)))
+
+
+def rank_state() -> Dict[str, np.ndarray]:
+    """A copy of every array of state this rank alone holds, keyed by a stable name.
+
+    This is what checkpoints keep per rank (e.g. the error-feedback residuals
+    of lossy gradient compression). Empty while no part of tfdist keeps
+    per-rank state.
+    """
+    return {}
+
+
+def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
+    """Puts back what ``rank_state()`` returned on this rank when a checkpoint was saved.
+
+    An empty dict means "start fresh": checkpoint restore passes one when the
+    checkpoint was saved with another number of ranks, since one rank's
+    residuals mean nothing to another rank.
+    """
+    del state  # nothing to put back while no part of tfdist keeps per-rank state

@@ -1,4 +1,4 @@
-"""Keras callbacks for data-parallel training; they use only public Keras 3 APIs.
+"""Keras callbacks for data-parallel training.
 
 - ``BroadcastGlobalVariablesCallback``: every rank starts from ``root_rank``'s
   model and optimizer state.
@@ -6,7 +6,10 @@
   rank's History (and early stopping, checkpoint decisions) agree.
 - ``LearningRateWarmupCallback`` and ``LearningRateScheduleCallback``: set
   ``optimizer.learning_rate`` per epoch or per batch.
+- ``BackupAndRestore``: crash-safe checkpoints, resumed at the exact batch.
 
+They use public Keras 3 APIs, except that BackupAndRestore sets
+``model._initial_epoch`` to resume, as Keras' own BackupAndRestore does.
 Every tfdist callback also turns XLA off for the train step (with a one-line
 warning) when the model was compiled with ``jit_compile=True``: the
 collectives have no XLA kernels.
@@ -20,7 +23,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfdist import ops, runtime
+from tfdist import checkpoint, ops, runtime
+from tfdist.config import LaunchInfo
 from tfdist.functions import broadcast_variables
 
 
@@ -210,3 +214,168 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
             if self.verbose and runtime.rank() == 0:
                 print(f"\nEpoch {epoch + 1}: finished learning rate warmup to {self.initial_lr:g}.")
         super().on_epoch_end(epoch, logs)
+
+
+class BackupAndRestore(TfdistCallback):
+    """Checkpoints training with ``tfdist.checkpoint`` and resumes it at the exact batch.
+
+        backup = BackupAndRestore("ckpt", save_freq=100)
+        data = backup.dataset(make_epoch, steps_per_epoch=S)  # make_epoch(epoch) -> tf.data
+        model.fit(data, epochs=E, steps_per_epoch=S, callbacks=[backup])
+
+    At the start of ``fit`` it restores the newest checkpoint in
+    ``directory`` (model, optimizer, and the position in the data); it saves
+    every ``save_freq`` batches, or at each epoch's end with
+    ``save_freq="epoch"``, keeping the newest ``keep``; at the end of ``fit``
+    it saves the final state and waits until it is durable. Saves hold training only while rank 0 copies
+    the variables to host memory.
+
+    Exact mid-epoch resume needs the input to come from ``dataset()``: it
+    builds the stream of batches from ``make_epoch(epoch)`` (a function of
+    the epoch number, e.g. shuffled with ``seed=epoch``) and starts it at the
+    restored batch, so no batch is trained twice and none is skipped. With
+    any other input, a mid-epoch checkpoint resumes at the start of its epoch
+    (with a warning), as Keras' own BackupAndRestore always does.
+
+    Under ``tfdistrun``, every ``preemption_check_every`` batches the ranks
+    agree whether the launcher got SIGTERM; if so, all of them save the same
+    batch and exit with ``tfdist.checkpoint.PREEMPTED_EXIT_CODE``.
+    """
+
+    def __init__(self, directory: str, save_freq: Union[str, int] = "epoch", keep: int = 3,
+                 preemption_check_every: int = 10) -> None:
+        super().__init__()
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or
+                                     not isinstance(save_freq, int) or save_freq < 1):
+            raise ValueError(f'save_freq must be "epoch" or a positive number of batches, '
+                             f"got {save_freq!r}")
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        if preemption_check_every < 1:
+            raise ValueError("preemption_check_every must be at least 1")
+        self.directory = str(directory)
+        self.save_freq = save_freq
+        self.keep = keep
+        self.preemption_check_every = preemption_check_every
+        # Where dataset()'s stream starts, in batches since the first epoch;
+        # read by the input pipeline when fit creates its iterator, which is
+        # after on_train_begin has restored it.
+        self._data_start = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._steps_per_epoch: Optional[int] = None
+        self._global_batch = 0      # batches trained since the very first epoch
+        self._handled = -1          # the batch count last saved / checked
+        self._saved = -1            # the batch count of the newest checkpoint
+        self._last_batch: Optional[int] = None
+        self._epoch = 0
+        self._batch_in_epoch = 0
+        self._check_preemption = False
+
+    def dataset(self, make_epoch: Callable[[tf.Tensor], "tf.data.Dataset"],
+                steps_per_epoch: int) -> "tf.data.Dataset":
+        """The batches of every epoch, ``make_epoch(epoch)`` for epoch = 0, 1, ..., starting
+        at the batch the restored checkpoint reached.
+
+        ``make_epoch`` gets the epoch as an int64 scalar tensor and must return
+        the same batches for the same epoch in every run (seed any shuffle
+        with it) and at least ``steps_per_epoch`` of them; only the first
+        ``steps_per_epoch`` are used. Pass the same ``steps_per_epoch`` to fit.
+        """
+        if steps_per_epoch < 1:
+            raise ValueError("steps_per_epoch must be at least 1")
+        self._steps_per_epoch = int(steps_per_epoch)
+        steps = tf.constant(self._steps_per_epoch, tf.int64)
+        start = self._data_start
+
+        def from_start(_: tf.Tensor) -> "tf.data.Dataset":
+            epochs = tf.data.Dataset.range(start // steps, tf.int64.max)
+            return epochs.flat_map(lambda epoch: make_epoch(epoch).take(steps)).skip(
+                start % steps)
+
+        return tf.data.Dataset.range(1).flat_map(from_start)
+
+    def on_train_begin(self, logs: Optional[Dict] = None) -> None:
+        steps = (self.params or {}).get("steps")
+        epochs = (self.params or {}).get("epochs")
+        if self._steps_per_epoch is not None and steps != self._steps_per_epoch:
+            raise ValueError(f"BackupAndRestore.dataset() was given steps_per_epoch="
+                             f"{self._steps_per_epoch}; pass the same steps_per_epoch to fit "
+                             f"(it got {steps})")
+        # tfdistrun exports TFDIST_PREEMPT_FILE to every rank, so every rank
+        # takes the same branch and the agreement collective always matches.
+        self._check_preemption = bool(LaunchInfo.from_environment().preempt_file)
+        restored = checkpoint.restore(self.directory, model=self.model)
+        extra = restored.extra if restored else {}
+        self._global_batch = int(extra.get("global_batch", 0))
+        self._handled = self._saved = self._global_batch
+        self._epoch = int(extra.get("epoch", 0))
+        self._batch_in_epoch = int(extra.get("batch", 0))
+        if self._steps_per_epoch is not None:
+            self._data_start.assign(self._global_batch)
+            self._last_batch = epochs * self._steps_per_epoch if epochs else None
+            self.model._initial_epoch = self._global_batch // self._steps_per_epoch
+        elif restored is not None:
+            if self._batch_in_epoch:
+                warnings.warn(f"tfdist BackupAndRestore: {restored.path} was saved after batch "
+                              f"{self._batch_in_epoch} of epoch {self._epoch}; without "
+                              "BackupAndRestore.dataset() the data cannot resume there, so "
+                              "the epoch starts again from its first batch", stacklevel=2)
+            self.model._initial_epoch = self._epoch
+        if restored is not None and runtime.rank() == 0:
+            print(f"tfdist BackupAndRestore: resumed from {restored.path} "
+                  f"(batch {self._global_batch})", flush=True)
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[Dict] = None) -> None:
+        if self._steps_per_epoch is None:
+            self._epoch, self._batch_in_epoch = epoch, 0
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[Dict] = None) -> None:
+        # The work for the batches finished so far happens here rather than in
+        # on_train_batch_end: a batch-end hook would make Keras fetch the logs
+        # after every step. At the next batch's start, the previous one's
+        # update has been applied.
+        self._batches_done(self._global_batch)
+        self._global_batch += 1
+        self._batch_in_epoch += 1
+        if self._last_batch is not None and self._global_batch >= self._last_batch:
+            # After a mid-epoch resume Keras' epochs are shifted by the
+            # restored batch; stop when the data's last epoch is done.
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Dict] = None) -> None:
+        if self._steps_per_epoch is None:
+            self._epoch, self._batch_in_epoch = epoch + 1, 0
+        self._batches_done(self._global_batch, epoch_end=True)
+
+    def on_train_end(self, logs: Optional[Dict] = None) -> None:
+        self.model._initial_epoch = None
+        if self._global_batch != self._saved:
+            # The finished state too, so that a job restarted after fit()
+            # returned does not train again.
+            self._save(self._global_batch, "end")
+        checkpoint.wait()
+
+    def _batches_done(self, count: int, epoch_end: bool = False) -> None:
+        if count == self._handled:
+            return
+        self._handled = count
+        if (epoch_end and self.save_freq == "epoch") or (
+                self.save_freq != "epoch" and count % self.save_freq == 0):
+            self._save(count, "periodic")
+        if (self._check_preemption and count % self.preemption_check_every == 0
+                and checkpoint.preempted()):
+            self._save(count, "preemption", blocking=True)
+            if runtime.rank() == 0:
+                print(f"tfdist BackupAndRestore: preempted; saved batch {count}, exiting with "
+                      f"{checkpoint.PREEMPTED_EXIT_CODE}", flush=True)
+            raise SystemExit(checkpoint.PREEMPTED_EXIT_CODE)
+
+    def _save(self, count: int, reason: str, blocking: bool = False) -> None:
+        if self._steps_per_epoch is not None:
+            epoch, batch = divmod(count, self._steps_per_epoch)
+        else:
+            epoch, batch = self._epoch, self._batch_in_epoch
+        extra = {"global_batch": count, "epoch": epoch, "batch": batch, "reason": reason,
+                 "steps_per_epoch": self._steps_per_epoch}
+        checkpoint.save(self.directory, count, model=self.model, extra=extra, keep=self.keep,
+                        blocking=blocking)
+        self._saved = count

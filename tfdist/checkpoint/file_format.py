@@ -1,0 +1,276 @@
+"""The checkpoint file: one HDF5 file, written and verified with h5py alone.
+
+Layout (readable with plain h5py, see docs/fault_tolerance.md)::
+
+    /                       attrs: format, format_version, manifest (JSON), digest
+    /model/00000 ...        one dataset per model variable, in model.variables order
+    /optimizer/00000 ...    the optimizer's variables (iterations, moments, ...)
+    /variables/00000 ...    the ``variables=`` of save()
+    /rank_state/00001/00000 rank 1's own arrays (named in the manifest)
+
+The manifest holds the step, ``extra``, and for every dataset its variable
+path, shape and dtype. Checks: fletcher32 on every non-empty dataset (HDF5
+verifies it on every read) and a SHA-256 digest of the manifest, which
+covers everything fletcher32 does not. A dataset whose shape or filter
+differs from the manifest fails verification too. Nothing is pickled; a
+file holds only numbers and JSON text.
+
+This module imports neither TensorFlow nor the rest of tfdist, so that the
+background writer and the crash tests need only h5py and numpy.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import h5py
+import numpy as np
+
+FORMAT = "tfdist-checkpoint"
+FORMAT_VERSION = 1
+GROUPS = ("model", "optimizer", "variables")
+FILE_NAME = re.compile(r"^ckpt-(\d{10})\.h5$")
+TEMP_MARK = ".tmp."
+# Datasets are chunked (fletcher32 needs chunks) in chunks of this many bytes,
+# and written one chunk per call: h5py holds the GIL for the whole of one
+# write call, and the training thread needs it between steps. Chunks larger
+# than HDF5's 1 MiB chunk cache are read straight into the destination.
+CHUNK_BYTES = 4 << 20
+
+
+class CorruptCheckpoint(Exception):
+    """A file that is not a complete, intact tfdist checkpoint; the message says what failed."""
+
+
+def file_name(step: int) -> str:
+    """The name of the checkpoint of ``step``: sorting names sorts steps."""
+    return f"ckpt-{step:010d}.h5"
+
+
+def temp_name(step: int, host: str, pid: int) -> str:
+    """A temporary name no other writer uses, even on another host of a shared file system."""
+    return f".{file_name(step)}{TEMP_MARK}{host}.{pid}"
+
+
+def checkpoint_files(directory: str) -> List[Tuple[int, str]]:
+    """(step, path) of the finished checkpoint files in ``directory``, newest first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), os.path.join(directory, name))
+             for name in names for m in [FILE_NAME.match(name)] if m]
+    return sorted(found, reverse=True)
+
+
+def temp_files(directory: str) -> List[str]:
+    """Paths of temporary files left by writers (finished or dead)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return [os.path.join(directory, n) for n in names
+            if n.startswith(".ckpt-") and TEMP_MARK in n]
+
+
+def _storable(array: np.ndarray) -> np.ndarray:
+    """``array`` as HDF5 can hold it: dtypes HDF5 lacks (bfloat16, float8) as raw unsigned ints."""
+    if array.dtype.kind in "biufc" and array.dtype.isbuiltin:
+        return array
+    return array.view(np.dtype(f"u{array.dtype.itemsize}"))
+
+
+def array_entry(array: np.ndarray, path: str) -> Dict[str, Any]:
+    """The manifest's description of one array."""
+    return {"path": path, "shape": list(array.shape), "dtype": array.dtype.name,
+            "stored": _storable(array).dtype.name}
+
+
+def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> None:
+    stored = np.ascontiguousarray(_storable(array))
+    if stored.size == 0:  # nothing to checksum; HDF5 cannot chunk it
+        group.create_dataset(key, shape=stored.shape, dtype=stored.dtype)
+        return
+    flat = stored.reshape(-1)
+    # One-dimensional on disk, so that chunks of CHUNK_BYTES are easy
+    # whatever the shape; the manifest keeps the real shape.
+    # Equal chunks of at most CHUNK_BYTES: HDF5 allocates the last chunk whole.
+    chunks = -(-flat.nbytes // CHUNK_BYTES)
+    step = -(-flat.size // chunks)
+    dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype, chunks=(step,),
+                                   fletcher32=True)
+    for start in range(0, flat.size, step):
+        dataset[start:start + step] = flat[start:start + step]
+
+
+def manifest_digest(manifest_json: str) -> str:
+    return hashlib.sha256(manifest_json.encode()).hexdigest()
+
+
+@dataclass
+class Contents:
+    """What a checkpoint holds: the step, ``extra``, and arrays by group, in order."""
+
+    step: int
+    extra: Dict[str, Any]
+    groups: Dict[str, List[np.ndarray]]
+    paths: Dict[str, List[str]]
+    world_size: int
+    rank_states: List[Dict[str, np.ndarray]]
+
+
+def write(path: str, contents: Contents) -> None:
+    """Writes ``contents`` to ``path`` (no fsync, no rename: the writer does those)."""
+    manifest: Dict[str, Any] = {
+        "step": int(contents.step), "extra": contents.extra,
+        "world_size": int(contents.world_size), "groups": {}, "rank_state": []}
+    with h5py.File(path, "w") as handle:
+        for group_name in GROUPS:
+            arrays = contents.groups.get(group_name, [])
+            paths = contents.paths.get(group_name, [])
+            group = handle.create_group(group_name)
+            manifest["groups"][group_name] = [
+                array_entry(a, p) for a, p in zip(arrays, paths)]
+            for index, array in enumerate(arrays):
+                _write_dataset(group, f"{index:05d}", array)
+        states = handle.create_group("rank_state")
+        for rank, state in enumerate(contents.rank_states):
+            group = states.create_group(f"{rank:05d}")
+            names = sorted(state)
+            manifest["rank_state"].append([array_entry(state[n], n) for n in names])
+            for index, name in enumerate(names):
+                _write_dataset(group, f"{index:05d}", state[name])
+        text = json.dumps(manifest, sort_keys=True)
+        handle.attrs["format"] = FORMAT
+        handle.attrs["format_version"] = FORMAT_VERSION
+        handle.attrs["manifest"] = text
+        handle.attrs["digest"] = manifest_digest(text)
+        handle.flush()
+
+
+def _read_dataset(dataset: h5py.Dataset, entry: Mapping[str, Any], where: str) -> np.ndarray:
+    shape = tuple(entry["shape"])
+    size = int(np.prod(shape, dtype=np.int64))
+    stored_dtype = np.dtype(entry["stored"])
+    if dataset.dtype != stored_dtype:
+        raise CorruptCheckpoint(f"{where}: dtype {dataset.dtype} on disk, {stored_dtype} expected")
+    if size == 0:
+        data = np.zeros(shape, stored_dtype)
+    else:
+        if dataset.shape != (size,) or not dataset.fletcher32:
+            raise CorruptCheckpoint(f"{where}: layout on disk {dataset.shape} "
+                                    f"(fletcher32={dataset.fletcher32}) differs from the manifest")
+        data = np.empty(size, stored_dtype)
+        try:
+            dataset.read_direct(data)  # HDF5 checks fletcher32 of every chunk here
+        except OSError as error:
+            raise CorruptCheckpoint(f"{where}: {error}") from None
+        data = data.reshape(shape)
+    dtype = _numpy_dtype(entry["dtype"])
+    return data if dtype == stored_dtype else data.view(dtype)
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # bfloat16, float8_*: installed with TensorFlow
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def read(path: str) -> Contents:
+    """Reads and verifies the checkpoint at ``path``; raises CorruptCheckpoint if anything fails."""
+    try:
+        handle = h5py.File(path, "r")
+    except (OSError, ValueError) as error:
+        raise CorruptCheckpoint(f"not a readable HDF5 file ({error})") from None
+    try:
+        with handle:
+            return _read_open(handle)
+    except CorruptCheckpoint:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+        # h5py raises these for damaged object headers, b-trees and attributes.
+        raise CorruptCheckpoint(f"{type(error).__name__}: {error}") from None
+
+
+def _read_open(handle: h5py.File) -> Contents:
+    attrs = handle.attrs
+    if attrs.get("format") != FORMAT:
+        raise CorruptCheckpoint(f"not a {FORMAT} file (format attribute {attrs.get('format')!r})")
+    if int(attrs.get("format_version", -1)) != FORMAT_VERSION:
+        raise CorruptCheckpoint(f"format version {attrs.get('format_version')!r}, "
+                                f"this tfdist reads {FORMAT_VERSION}")
+    text = attrs.get("manifest")
+    text = text.decode() if isinstance(text, bytes) else text
+    if not isinstance(text, str) or manifest_digest(text) != attrs.get("digest"):
+        raise CorruptCheckpoint("the manifest does not match its SHA-256 digest")
+    manifest = json.loads(text)
+    groups: Dict[str, List[np.ndarray]] = {}
+    paths: Dict[str, List[str]] = {}
+    for group_name in GROUPS:
+        entries = manifest["groups"].get(group_name, [])
+        group = handle[group_name]
+        if len(group) != len(entries):
+            raise CorruptCheckpoint(f"/{group_name} holds {len(group)} datasets, "
+                                    f"the manifest {len(entries)}")
+        groups[group_name] = [_read_dataset(group[f"{i:05d}"], e, f"/{group_name}/{i:05d}")
+                              for i, e in enumerate(entries)]
+        paths[group_name] = [e["path"] for e in entries]
+    rank_states = []
+    for rank, entries in enumerate(manifest["rank_state"]):
+        group = handle[f"rank_state/{rank:05d}"]
+        rank_states.append({e["path"]: _read_dataset(group[f"{i:05d}"], e,
+                                                     f"/rank_state/{rank:05d}/{i:05d}")
+                            for i, e in enumerate(entries)})
+    return Contents(step=int(manifest["step"]), extra=manifest["extra"], groups=groups,
+                    paths=paths, world_size=int(manifest["world_size"]),
+                    rank_states=rank_states)
+
+
+def newest_valid(directory: str) -> Tuple[Optional[str], Optional[Contents], List[str]]:
+    """The newest checkpoint in ``directory`` that verifies, its contents, and what failed.
+
+    The third item lists "path: reason" for every newer file that did not
+    verify. (None, None, failures) when nothing verifies; failures is empty
+    too when the directory holds no checkpoint at all.
+    """
+    failures: List[str] = []
+    for _, path in checkpoint_files(directory):
+        try:
+            return path, read(path), failures
+        except CorruptCheckpoint as error:
+            failures.append(f"{path}: {error}")
+    return None, None, failures
+
+
+def serialize_arrays(state: Mapping[str, np.ndarray]) -> bytes:
+    """A dict of arrays as bytes (a JSON header, then the raw data), for sending between ranks."""
+    if not state:
+        return b""
+    names = sorted(state)
+    arrays = [np.ascontiguousarray(_storable(np.asarray(state[n]))) for n in names]
+    header = json.dumps([array_entry(np.asarray(state[n]), n) for n in names]).encode()
+    return b"".join([len(header).to_bytes(8, "little"), header] + [a.tobytes() for a in arrays])
+
+
+def deserialize_arrays(data: bytes) -> Dict[str, np.ndarray]:
+    """The inverse of serialize_arrays."""
+    if not data:
+        return {}
+    length = int.from_bytes(data[:8], "little")
+    entries = json.loads(data[8:8 + length].decode())
+    offset = 8 + length
+    result: Dict[str, np.ndarray] = {}
+    for entry in entries:
+        stored = np.dtype(entry["stored"])
+        count = int(np.prod(entry["shape"], dtype=np.int64))
+        array = np.frombuffer(data, stored, count, offset).reshape(entry["shape"]).copy()
+        offset += count * stored.itemsize
+        dtype = _numpy_dtype(entry["dtype"])
+        result[entry["path"]] = array if dtype == stored else array.view(dtype)
+    return result

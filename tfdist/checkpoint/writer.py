@@ -1,0 +1,117 @@
+"""Durable writes of checkpoint files: temporary name, fsync, atomic rename, fsync of the directory.
+
+Only one process of a job (rank 0) writes, and one job writes a directory.
+A write goes to a temporary name that carries the host and pid, so two
+writers never share a temporary file even on a shared file system; a
+reader only ever sees complete files, because ``os.replace`` of a fsync'd
+file is atomic on POSIX file systems (and on NFS, where the rename is one
+server operation).
+
+Like tfdist.runtime's handle, the one pending write of this process is
+module state: ``tfdist.checkpoint.wait()`` takes no arguments.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Optional
+
+from tfdist.checkpoint import file_format
+
+
+class WriteFailed(Exception):
+    """A background write failed; the message names the file and the cause."""
+
+
+def _fsync_directory(directory: str) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_durably(directory: str, contents: file_format.Contents, keep: int) -> str:
+    """Writes ``contents`` as the checkpoint of its step, durably; then prunes to ``keep`` files."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, file_format.file_name(contents.step))
+    temp = os.path.join(directory, file_format.temp_name(contents.step, socket.gethostname(),
+                                                         os.getpid()))
+    try:
+        file_format.write(temp, contents)
+        descriptor = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        os.replace(temp, final)
+        _fsync_directory(directory)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    prune(directory, keep)
+    return final
+
+
+def prune(directory: str, keep: int) -> None:
+    """Deletes all but the newest ``keep`` checkpoints, and temporary files of dead writes.
+
+    Called only after a new checkpoint is durable, by the one writer of the
+    directory while none of its own writes is in flight, so every temporary
+    file left is garbage from a writer that died.
+    """
+    for _, path in file_format.checkpoint_files(directory)[keep:]:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    for path in file_format.temp_files(directory):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+class BackgroundWriter:
+    """At most one write in flight; a new one first waits for the previous."""
+
+    def __init__(self) -> None:
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+        self._description = ""
+        self.last_path: Optional[str] = None
+
+    def start(self, directory: str, contents: file_format.Contents, keep: int) -> None:
+        self.wait()
+        self._description = f"step {contents.step} into {directory}"
+
+        def run() -> None:
+            try:
+                self.last_path = write_durably(directory, contents, keep)
+            except BaseException as error:  # noqa: BLE001  (reported by wait())
+                self._error = error
+
+        # Not a daemon: the interpreter waits for it at exit, so a script that
+        # ends right after save() still leaves a complete checkpoint.
+        self._thread = threading.Thread(target=run, name="tfdist-checkpoint-writer")
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Blocks until the pending write is durable; raises WriteFailed if it failed."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise WriteFailed(f"the background save of {self._description} failed: "
+                              f"{type(error).__name__}: {error}") from error
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+PENDING = BackgroundWriter()
