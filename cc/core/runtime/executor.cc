@@ -1,5 +1,6 @@
 #include "cc/core/runtime/executor.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -47,9 +48,13 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
 Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dtype,
                                          ReduceOp op, AllreduceAlgorithm algorithm) {
   if (algorithm == AllreduceAlgorithm::kMpi) {
+    // MPI's own algorithm sends past the counting transport: count what a
+    // ring would send, 2(P-1)/P of the buffer, as an estimate.
+    const uint64_t p = static_cast<uint64_t>(transport_.size());
+    stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return MpiNativeAllreduce(transport_.comm(), buffer, count, dtype, op);
   }
-  return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
+  return RunAllreduce(algorithm, wire_, buffer, count, dtype, op);
 }
 
 namespace {
@@ -58,6 +63,22 @@ namespace {
 // decision on the description alone, so every rank makes the same one.
 bool ReducedWhereItLies(const Request& request) {
   return AccumulationBytes(request.description) > kLargestFusedTensorBytes;
+}
+
+// A compressed allreduce applies a postscale that shrinks values (Average's
+// 1/P) while packing, before the rounding to 16 bits: then no sum of inputs
+// that float16 holds can overflow on the wire, whatever P. A growing
+// postscale stays at the unpack, where it cannot overflow the wire either.
+bool ScalesWhilePacking(const TensorDescription& d) {
+  return d.compression != WireCompression::kNone && std::fabs(d.postscale) <= 1.0;
+}
+
+double PackScale(const TensorDescription& d) {
+  return ScalesWhilePacking(d) ? d.prescale * d.postscale : d.prescale;
+}
+
+double UnpackScale(const TensorDescription& d) {
+  return ScalesWhilePacking(d) ? 1.0 : d.postscale;
 }
 
 }  // namespace
@@ -78,7 +99,8 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // What goes on the wire depends on this choice (the ring forwards scaled
   // chunks), so it depends only on the descriptions, the same on every rank.
   const bool ring_where_they_lie = algorithm == AllreduceAlgorithm::kRing &&
-                                   AccumulationType(d.dtype) == d.dtype && d.prescale == 1.0;
+                                   WireType(d) == d.dtype && d.prescale == 1.0 &&
+                                   !ScalesWhilePacking(d);
   if (ring_where_they_lie && (large || group.size() == 1)) {
     return RingWhereTheyLie(group, algorithm, bytes);
   }
@@ -156,7 +178,7 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   }
 
   start = timeline_.NowMicros();
-  Status status = RingAllreduceSpans(transport_, spans, d.dtype, d.op, d.postscale);
+  Status status = RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
@@ -178,8 +200,9 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
 
 Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   const TensorDescription& d = group[0]->description;
-  const DataType accumulation = AccumulationType(d.dtype);
+  const DataType accumulation = WireType(d);
   const size_t element = DataTypeSize(accumulation);
+  const uint64_t sent_before = stats_.bytes_sent;
   size_t total = 0;
   for (const Request* r : group) total += static_cast<size_t>(r->description.num_elements());
   const size_t bytes = total * element;
@@ -222,8 +245,8 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   if (!status.ok()) return status;
 
   start = timeline_.NowMicros();
-  if (in_place && !stand_in && d.postscale != 1.0) {
-    ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
+  if (in_place && !stand_in && UnpackScale(d) != 1.0) {
+    ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
     timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
   } else if (!in_place) {
     size_t offset = 0;
@@ -231,15 +254,24 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
       if (!r->stand_in) {  // nobody reads a stand-in's result
         ConvertScaled(fusion_buffer_.data() + offset, accumulation, r->output, d.dtype,
-                      n, d.postscale);
+                      n, UnpackScale(d));
       }
       offset += n * element;
     }
     timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
   }
 
+  CountSaved(sent_before, d);
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
+}
+
+void CollectiveExecutor::CountSaved(uint64_t sent_before, const TensorDescription& d) {
+  const size_t wire = DataTypeSize(WireType(d));
+  const size_t full = DataTypeSize(AccumulationType(d.dtype));
+  if (full <= wire) return;
+  // Every algorithm sends whole elements, so the ratio is exact.
+  stats_.bytes_saved_by_compression += (stats_.bytes_sent - sent_before) / wire * (full - wire);
 }
 
 void CollectiveExecutor::CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
@@ -265,7 +297,7 @@ Status CollectiveExecutor::Allgather(Request& request,
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
   AdviseHugePages(output, static_cast<size_t>(rows) * row_bytes);
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingAllgatherv(transport_, request.input,
+  TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, request.input,
                                         bytes_per_rank[transport_.rank()], output,
                                         bytes_per_rank));
   const size_t total = static_cast<size_t>(rows) * row_bytes;
@@ -282,7 +314,7 @@ Status CollectiveExecutor::Broadcast(Request& request) {
     ConvertScaled(request.input, d.dtype, request.output, d.dtype, d.num_elements(), 1.0);
   }
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport_, request.output, bytes, d.root));
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(wire_, request.output, bytes, d.root));
   timeline_.Complete(request.name, "BROADCAST", start, 1, bytes, "binomial");
   stats_.broadcast_calls++;
   Log("broadcast", request.name, 1, bytes, "binomial");
@@ -308,7 +340,7 @@ Status CollectiveExecutor::Alltoall(Request& request,
   TFDIST_RETURN_IF_ERROR(request.report_splits(received_splits));
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      PairwiseAlltoallv(transport_, request.input, send_bytes, output, recv_bytes));
+      PairwiseAlltoallv(wire_, request.input, send_bytes, output, recv_bytes));
   const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   timeline_.Complete(request.name, "ALLTOALL", start, 1, total, "pairwise");
   stats_.alltoall_calls++;
@@ -341,7 +373,7 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   CopyIn(request, fusion_buffer_.data(), accumulation, total);
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      RingReducescatter(transport_, fusion_buffer_.data(), counts, accumulation, d.op));
+      RingReducescatter(wire_, fusion_buffer_.data(), counts, accumulation, d.op));
   timeline_.Complete(request.name, "REDUCESCATTER", start, 1, total * element, "ring");
   ConvertScaled(fusion_buffer_.data() + my_offset * element, accumulation, output, d.dtype,
                 counts[me], d.postscale);
@@ -363,7 +395,7 @@ void CollectiveExecutor::CopyIn(const Request& request, void* destination,
   if (request.stand_in) {
     FillIdentity(destination, count, accumulation, d.op);
   } else {
-    ConvertScaled(request.input, d.dtype, destination, accumulation, count, d.prescale);
+    ConvertScaled(request.input, d.dtype, destination, accumulation, count, PackScale(d));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
+#include "cc/core/transport/counting_transport.h"
 #include "cc/core/transport/mpi_transport.h"
 
 namespace tfdist {
@@ -22,6 +23,7 @@ class CollectiveExecutor {
                      AllreduceAlgorithm default_algorithm, bool debug_log,
                      Stats& stats, Timeline& timeline)
       : transport_(transport),
+        wire_(transport, stats.bytes_sent),
         link_cost_(link_cost),
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
@@ -53,16 +55,20 @@ class CollectiveExecutor {
   Status AllreduceFused(const std::vector<Request*>& group);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
-  // `count` elements of the request's input, prescaled, in the accumulation
-  // type; the reduction's identity for a stand-in (join_state.h).
+  // `count` elements of the request's input, scaled (PackScale), in the
+  // wire type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,
               size_t count);
+  // Counts what a compressed collective that sent the wire bytes since
+  // `sent_before` saved against sending full-width elements.
+  void CountSaved(uint64_t sent_before, const TensorDescription& d);
   void CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
                       AllreduceAlgorithm algorithm);
   void Log(const char* what, const std::string& name, size_t tensors,
            size_t bytes, const char* detail) const;
 
   MpiTransport& transport_;
+  CountingTransport wire_;  // what the algorithms send through
   LinkCost link_cost_;
   AllreduceAlgorithm default_algorithm_;
   bool debug_log_;

@@ -8,14 +8,15 @@ namespace {
 
 bool CanShare(const TensorDescription& a, const TensorDescription& b) {
   return a.dtype == b.dtype && a.op == b.op && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.algorithm == b.algorithm;
+         a.postscale == b.postscale && a.algorithm == b.algorithm &&
+         a.compression == b.compression;
 }
 
 }  // namespace
 
 size_t AccumulationBytes(const TensorDescription& description) {
   return static_cast<size_t>(description.num_elements()) *
-         DataTypeSize(AccumulationType(description.dtype));
+         DataTypeSize(WireType(description));
 }
 
 std::vector<std::vector<size_t>> PlanFusion(

@@ -18,7 +18,7 @@ bool SameDescription(const TensorDescription& a, const TensorDescription& b) {
   return a.type == b.type && a.dtype == b.dtype && a.shape == b.shape &&
          a.op == b.op && a.root == b.root && a.prescale == b.prescale &&
          a.postscale == b.postscale && a.algorithm == b.algorithm &&
-         a.splits == b.splits;
+         a.compression == b.compression && a.splits == b.splits;
 }
 
 void WriteDescription(ByteWriter& w, const TensorDescription& d) {
@@ -30,6 +30,7 @@ void WriteDescription(ByteWriter& w, const TensorDescription& d) {
   w.Put<double>(d.prescale);
   w.Put<double>(d.postscale);
   w.Put<int32_t>(static_cast<int32_t>(d.algorithm));
+  w.Put<int32_t>(static_cast<int32_t>(d.compression));
   w.PutVector(d.splits);
 }
 
@@ -43,6 +44,7 @@ TensorDescription ReadDescription(ByteReader& r) {
   d.prescale = r.Get<double>();
   d.postscale = r.Get<double>();
   d.algorithm = static_cast<AllreduceAlgorithm>(r.Get<int32_t>());
+  d.compression = static_cast<WireCompression>(r.Get<int32_t>());
   d.splits = r.GetVector<int64_t>();
   return d;
 }

@@ -50,6 +50,7 @@ bool AllAgree(const std::vector<TensorDescription>& per_rank) {
     if (d.type != first.type || d.dtype != first.dtype || d.op != first.op ||
         d.root != first.root || d.prescale != first.prescale ||
         d.postscale != first.postscale || d.algorithm != first.algorithm ||
+        d.compression != first.compression ||
         d.shape.size() != first.shape.size()) {
       return false;
     }
@@ -101,6 +102,9 @@ Status ValidateAcrossRanks(const std::string& name,
   if (type == CollectiveType::kAllreduce) {
     TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "algorithm", [](const D& d) {
       return std::string(AllreduceAlgorithmName(d.algorithm));
+    }));
+    TFDIST_RETURN_IF_ERROR(Agree(name, per_rank, "compression", [](const D& d) {
+      return std::string(WireCompressionName(d.compression));
     }));
   }
   if (type == CollectiveType::kBroadcast) {
