@@ -21,7 +21,7 @@ class InitError(RuntimeError):
 _STAT_NAMES = (
     "allreduce_calls", "tensors_reduced", "bytes_reduced", "allgather_calls",
     "broadcast_calls", "alltoall_calls", "reducescatter_calls", "negotiation_rounds",
-    "cached_rounds", "errors",
+    "cached_rounds", "errors", "bytes_sent", "bytes_uncompressed",
 )
 
 
@@ -113,7 +113,10 @@ def stats() -> Dict[str, Any]:
     ``allreduce_calls`` counts allreduce collectives executed and
     ``tensors_reduced`` the tensors that went through them (more tensors than
     calls means fusion happened); ``algorithm_calls`` maps algorithm names to
-    how many allreduces ran with each.
+    how many allreduces ran with each. ``bytes_sent`` is the payload this
+    rank put on the wire in all collectives (negotiation not included) and
+    ``bytes_uncompressed`` what those collectives would have sent without
+    compression (equal to ``bytes_sent`` when nothing is compressed).
     """
     values = (ctypes.c_uint64 * 32)()
     count = _library.control().tfdist_stats(values, len(values))

@@ -70,6 +70,7 @@ int tfdist_stats(uint64_t* out, int capacity) {
       s.allreduce_calls, s.tensors_reduced, s.bytes_reduced, s.allgather_calls,
       s.broadcast_calls, s.alltoall_calls, s.reducescatter_calls,
       s.negotiation_rounds, s.cached_rounds, s.errors,
+      s.bytes_sent, s.bytes_sent + s.bytes_saved_by_compression,
       s.algorithm_calls[0], s.algorithm_calls[1], s.algorithm_calls[2],
       s.algorithm_calls[3], s.algorithm_calls[4], s.algorithm_calls[5]};
   const int n = static_cast<int>(sizeof values / sizeof values[0]);
