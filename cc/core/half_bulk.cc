@@ -20,7 +20,7 @@ typedef uint16_t Halves8 __attribute__((vector_size(16)));
 
 // Vectors by pointer: passing 32-byte vectors by value warns about the ABI
 // when AVX is not enabled.
-void WidenBFloat16s(const uint16_t* in, Floats8* out) {
+inline __attribute__((always_inline)) void WidenBFloat16s(const uint16_t* in, Floats8* out) {
   Halves8 h;
   std::memcpy(&h, in, sizeof h);
   const Bits8 bits = __builtin_convertvector(h, Bits8) << 16;
@@ -28,7 +28,7 @@ void WidenBFloat16s(const uint16_t* in, Floats8* out) {
 }
 
 // FloatToBFloat16 (half.h) on eight lanes.
-void NarrowToBFloat16s(const Floats8* f, uint16_t* out) {
+inline __attribute__((always_inline)) void NarrowToBFloat16s(const Floats8* f, uint16_t* out) {
   Bits8 bits;
   std::memcpy(&bits, f, sizeof bits);
   const Bits8 magnitude = bits & 0x7fffffffu;
@@ -115,45 +115,79 @@ void SumHalvesInto(uint16_t* accumulator, const uint16_t* incoming, size_t count
   }
 }
 
-void FloatsToBFloat16s(const float* in, uint16_t* out, size_t count, float factor) {
-  const bool scaled = factor != 1.0f;
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    Floats8 f;
-    std::memcpy(&f, in + i, sizeof f);
-    if (scaled) f *= factor;
-    NarrowToBFloat16s(&f, out + i);
+namespace {
+
+// The bfloat16 loops, compiled twice: for the baseline and, where the CPU
+// has it, for AVX2 (eight lanes per instruction instead of four; the
+// baseline build took 2.9x none's time on a 64 MiB allreduce).
+#define TFDIST_BFLOAT16_LOOPS(SUFFIX, ATTRIBUTE)                                          \
+  ATTRIBUTE void FloatsToBFloat16s##SUFFIX(const float* in, uint16_t* out, size_t count,  \
+                                           float factor) {                                \
+    const bool scaled = factor != 1.0f;                                                   \
+    size_t i = 0;                                                                         \
+    for (; i + 8 <= count; i += 8) {                                                      \
+      Floats8 f;                                                                          \
+      std::memcpy(&f, in + i, sizeof f);                                                  \
+      if (scaled) f *= factor;                                                            \
+      NarrowToBFloat16s(&f, out + i);                                                     \
+    }                                                                                     \
+    for (; i < count; ++i) out[i] = FloatToBFloat16(scaled ? in[i] * factor : in[i]);     \
+  }                                                                                       \
+  ATTRIBUTE void BFloat16sToFloats##SUFFIX(const uint16_t* in, float* out, size_t count,  \
+                                           float factor) {                                \
+    const bool scaled = factor != 1.0f;                                                   \
+    size_t i = 0;                                                                         \
+    for (; i + 8 <= count; i += 8) {                                                      \
+      Floats8 f;                                                                          \
+      WidenBFloat16s(in + i, &f);                                                         \
+      if (scaled) f *= factor;                                                            \
+      std::memcpy(out + i, &f, sizeof f);                                                 \
+    }                                                                                     \
+    for (; i < count; ++i) {                                                              \
+      out[i] = scaled ? BFloat16ToFloat(in[i]) * factor : BFloat16ToFloat(in[i]);         \
+    }                                                                                     \
+  }                                                                                       \
+  ATTRIBUTE void SumBFloat16sInto##SUFFIX(uint16_t* accumulator, const uint16_t* incoming, \
+                                          size_t count) {                                 \
+    size_t i = 0;                                                                         \
+    for (; i + 8 <= count; i += 8) {                                                      \
+      Floats8 a, b;                                                                       \
+      WidenBFloat16s(accumulator + i, &a);                                                \
+      WidenBFloat16s(incoming + i, &b);                                                   \
+      a += b;                                                                             \
+      NarrowToBFloat16s(&a, accumulator + i);                                             \
+    }                                                                                     \
+    for (; i < count; ++i) {                                                              \
+      accumulator[i] =                                                                    \
+          FloatToBFloat16(BFloat16ToFloat(accumulator[i]) + BFloat16ToFloat(incoming[i])); \
+    }                                                                                     \
   }
-  for (; i < count; ++i) out[i] = FloatToBFloat16(scaled ? in[i] * factor : in[i]);
+
+TFDIST_BFLOAT16_LOOPS(Baseline, )
+#ifdef TFDIST_HAVE_F16C_PATH
+TFDIST_BFLOAT16_LOOPS(Avx2, __attribute__((target("avx2"))))
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#define TFDIST_BFLOAT16_DISPATCH(NAME, ...) \
+  return HasAvx2() ? NAME##Avx2(__VA_ARGS__) : NAME##Baseline(__VA_ARGS__)
+#else
+#define TFDIST_BFLOAT16_DISPATCH(NAME, ...) return NAME##Baseline(__VA_ARGS__)
+#endif
+
+}  // namespace
+
+void FloatsToBFloat16s(const float* in, uint16_t* out, size_t count, float factor) {
+  TFDIST_BFLOAT16_DISPATCH(FloatsToBFloat16s, in, out, count, factor);
 }
 
 void BFloat16sToFloats(const uint16_t* in, float* out, size_t count, float factor) {
-  const bool scaled = factor != 1.0f;
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    Floats8 f;
-    WidenBFloat16s(in + i, &f);
-    if (scaled) f *= factor;
-    std::memcpy(out + i, &f, sizeof f);
-  }
-  for (; i < count; ++i) {
-    out[i] = scaled ? BFloat16ToFloat(in[i]) * factor : BFloat16ToFloat(in[i]);
-  }
+  TFDIST_BFLOAT16_DISPATCH(BFloat16sToFloats, in, out, count, factor);
 }
 
 void SumBFloat16sInto(uint16_t* accumulator, const uint16_t* incoming, size_t count) {
-  size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    Floats8 a, b;
-    WidenBFloat16s(accumulator + i, &a);
-    WidenBFloat16s(incoming + i, &b);
-    a += b;
-    NarrowToBFloat16s(&a, accumulator + i);
-  }
-  for (; i < count; ++i) {
-    accumulator[i] =
-        FloatToBFloat16(BFloat16ToFloat(accumulator[i]) + BFloat16ToFloat(incoming[i]));
-  }
+  TFDIST_BFLOAT16_DISPATCH(SumBFloat16sInto, accumulator, incoming, count);
 }
 
 }  // namespace tfdist

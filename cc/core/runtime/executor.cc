@@ -229,6 +229,17 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   } else {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
+    if (bytes > kLargestFusedTensorBytes) {
+      // A large compressed tensor goes through here: what RingWhereTheyLie
+      // does for its buffers (memory_advice.h) pays here too.
+      huge_pages_.Collapse(buffer, bytes);
+      for (const Request* r : group) {
+        if (!r->stand_in && r->output != r->input) {
+          AdviseHugePages(r->output, static_cast<size_t>(r->description.num_elements()) *
+                                         DataTypeSize(d.dtype));
+        }
+      }
+    }
     size_t offset = 0;
     for (const Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
