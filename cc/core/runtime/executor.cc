@@ -104,6 +104,10 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   if (ring_where_they_lie && (large || group.size() == 1)) {
     return RingWhereTheyLie(group, algorithm, bytes);
   }
+  if (algorithm == AllreduceAlgorithm::kRing && group.size() == 1 && !group[0]->stand_in &&
+      WireType(d) != AccumulationType(d.dtype)) {
+    return RingCompressed(*group[0], algorithm, bytes);
+  }
   if (large && group.size() > 1) {
     // Another algorithm: the small ones fused, each large one on its own.
     std::vector<Request*> small;
@@ -195,6 +199,33 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
     timeline_.Complete(label, "FUSION_COPY_OUT", start, packed_count, packed_bytes, "");
   }
   CountAllreduce(label, group.size(), bytes, algorithm);
+  return Status::OK();
+}
+
+Status CollectiveExecutor::RingCompressed(Request& request, AllreduceAlgorithm algorithm,
+                                          size_t bytes) {
+  const TensorDescription& d = request.description;
+  const size_t count = static_cast<size_t>(d.num_elements());
+  if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
+  huge_pages_.Collapse(fusion_buffer_.data(), bytes);
+  if (request.output != request.input) {
+    AdviseHugePages(request.output, count * DataTypeSize(d.dtype));
+  }
+  const uint64_t sent_before = stats_.bytes_sent;
+  int64_t start = timeline_.NowMicros();
+  Status status = RingAllreduceCompressed(wire_, request.input, d.dtype, PackScale(d),
+                                          fusion_buffer_.data(), WireType(d), request.output,
+                                          count, d.op);
+  timeline_.Complete(request.name, "ALLREDUCE", start, 1, bytes,
+                     AllreduceAlgorithmName(algorithm));
+  if (!status.ok()) return status;
+  if (UnpackScale(d) != 1.0) {
+    start = timeline_.NowMicros();
+    ConvertScaled(request.output, d.dtype, request.output, d.dtype, count, UnpackScale(d));
+    timeline_.Complete(request.name, "SCALE_OUTPUT", start, 1, bytes, "");
+  }
+  CountSaved(sent_before, d);
+  CountAllreduce(request.name, 1, bytes, algorithm);
   return Status::OK();
 }
 

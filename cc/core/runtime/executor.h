@@ -50,6 +50,10 @@ class CollectiveExecutor {
   // holding the group's small ones; `bytes` is the group's total.
   Status RingWhereTheyLie(const std::vector<Request*>& group, AllreduceAlgorithm algorithm,
                           size_t bytes);
+  // One tensor alone, compressed to 16 bits (request.h WireCompression), on
+  // the ring: rounded and widened segment by segment inside the ring, with
+  // the fusion buffer as the wire copy (RingAllreduceCompressed).
+  Status RingCompressed(Request& request, AllreduceAlgorithm algorithm, size_t bytes);
   // Packed into the fusion buffer, or one tensor alone in its output, with
   // any algorithm.
   Status AllreduceFused(const std::vector<Request*>& group);
