@@ -33,23 +33,28 @@ def _write_json(path: Optional[str], results: Dict[str, Any]) -> None:
 def _timings(tfdist, tensor, compressions: Dict[str, Any], repetitions: int) -> Dict[str, Any]:
     times: Dict[str, List[float]] = {name: [] for name in compressions}
     wire: Dict[str, int] = {}
+    algorithms: Dict[str, List[str]] = {}
     for name, compression in compressions.items():  # warm-up: buffers, kernel caches
         tfdist.allreduce(tensor, op=tfdist.Average, name=f"warm.{name}",
                          compression=compression)
     for _ in range(repetitions):
         for name, compression in compressions.items():
             tfdist.barrier()
-            before = tfdist.stats()["bytes_sent"]
+            before = tfdist.stats()
             start = time.perf_counter()
             tfdist.allreduce(tensor, op=tfdist.Average, name=f"timed.{name}",
                              compression=compression)
             times[name].append(time.perf_counter() - start)
-            wire[name] = tfdist.stats()["bytes_sent"] - before
+            after = tfdist.stats()
+            wire[name] = after["bytes_sent"] - before["bytes_sent"]
+            algorithms[name] = [a for a, n in after["algorithm_calls"].items()
+                                if n > before["algorithm_calls"][a]]
     base = statistics.median(times["none"])
     return {name: {"median_s": statistics.median(t), "min_s": min(t),
                    "ratio_to_none": statistics.median(t) / base,
                    "bytes_sent_per_rank": wire[name],
-                   "wire_ratio_to_none": wire[name] / wire["none"]}
+                   "wire_ratio_to_none": wire[name] / wire["none"],
+                   "algorithm": algorithms[name]}
             for name, t in times.items()}
 
 
