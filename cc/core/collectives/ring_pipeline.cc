@@ -196,10 +196,34 @@ class RingRun {
     }
   }
 
+  // The last step of a compressed ring forwards nothing: each segment can
+  // arrive in a cache-resident slot and be widened from there, rather than
+  // be written to the wire buffer and read back.
+  Status WidenLastStep(const std::vector<Segment>& segments) {
+    std::unique_ptr<PendingOp> receives[2];
+    auto post_receive = [&](size_t k) {
+      receives[k % 2] =
+          transport_.StartRecv(left_, slots_[k % 2], segments[k].bytes, schedule_.tag);
+    };
+    for (size_t k = 0; k < std::min<size_t>(segments.size(), 2); ++k) post_receive(k);
+    for (size_t k = 0; k < segments.size(); ++k) {
+      TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
+      const Segment& segment = segments[k];
+      ConvertScaled(slots_[k % 2], schedule_.dtype,
+                    schedule_.full_result + FullOffset(segment.offset), schedule_.full_dtype,
+                    segment.bytes / schedule_.element_size, 1.0);
+      if (k + 2 < segments.size()) post_receive(k + 2);
+    }
+    return Status::OK();
+  }
+
   Status CopyStep(int step) {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
     const std::vector<Segment>& segments = segments_[chunk];
+    if (compressed() && step + 1 == total_steps_ && schedule_.reduce_steps > 0) {
+      return WidenLastStep(segments);
+    }
     // Received straight into place, so every segment can be in flight.
     std::vector<std::unique_ptr<PendingOp>> receives;
     receives.reserve(segments.size());
