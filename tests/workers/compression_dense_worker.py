@@ -130,6 +130,15 @@ def check_errors():
         assert "compression" in str(error), error
     else:
         raise AssertionError("grouped compression with Max was accepted")
+    # Ranks that disagree on the compression get the error every mismatch gets.
+    mine = tfdist.Compression.fp16 if tfdist.rank() == 0 else tfdist.Compression.none
+    try:
+        tfdist.allreduce(x, op=tfdist.Sum, name="dense.mismatch", compression=mine)
+    except tf.errors.FailedPreconditionError as error:
+        assert "compression" in str(error) and "fp16" in str(error), error
+        assert "none" in str(error) and "dense.mismatch" in str(error), error
+    else:
+        raise AssertionError("ranks disagreeing on compression were not stopped")
     try:
         tfdist.allreduce(x, compression="fp16")
     except TypeError as error:
