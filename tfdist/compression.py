@@ -1,10 +1,11 @@
-"""Gradient compression applied around a collective: ``Compression.none`` and ``Compression.fp16``.
+"""Gradient compression: ``Compression.none``, ``Compression.fp16`` and ``Compression.bf16``.
 
 A compressor decides how a list of dense gradients crosses the ranks:
 ``Compressor.allreduce`` is the one entry point that ``allreduce_gradients``
-(and so ``DistributedOptimizer`` and ``DistributedGradientTape``) calls. The
-base class sends each tensor through ``compress``, reduces what that returns
-and undoes it with ``decompress``:
+(and so ``DistributedOptimizer`` and ``DistributedGradientTape``) and
+``tfdist.allreduce(..., compression=...)`` call. The base class sends each
+tensor through ``compress``, reduces what that returns (with the runtime's
+wire compression ``wire_code``) and undoes it with ``decompress``:
 
     wire, context = compressor.compress(tensor)
     tensor = compressor.decompress(reduced_wire, context)
@@ -13,9 +14,14 @@ A compressor that needs another collective (a sparse exchange, several
 rounds) overrides ``allreduce`` instead. ``get_config`` and
 ``Compression.from_config`` carry a compressor through a saved model.
 
-fp16 halves the bytes of float32/float64 gradients; the runtime accumulates
-float16 in float32, so the loss of precision is that of the rounding to
-float16 only. Non-floating tensors pass through unchanged.
+fp16 and bf16 are done by the runtime itself (docs/compression.md): floating
+tensors are rounded to 16 bits while they are packed into the fusion buffer,
+the ranks exchange and add 16-bit values (each addition in float32) and the
+result is widened while it is unpacked into a tensor of the input's dtype.
+The wire carries half the bytes of float32; no TensorFlow cast runs. With
+Average, the division by the number of ranks happens before the rounding,
+so inputs that float16 can hold never overflow on the wire. Other dtypes
+pass through unchanged.
 """
 from __future__ import annotations
 
@@ -30,6 +36,9 @@ class Compressor:
     """Identity compression; the base of the others."""
 
     name = "none"
+    #: The runtime's wire compression (cc/core/runtime/request.h WireCompression):
+    #: 0 none, 1 fp16, 2 bf16.
+    wire_code = 0
 
     def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
         """Returns the tensor to send and what ``decompress`` needs to undo it."""
@@ -48,17 +57,22 @@ class Compressor:
         ``names[i]`` names tensor i on every rank (and keys any per-tensor
         state a compressor keeps). With ``group_name`` the tensors go as one
         grouped collective of that name; without, each as its own collective
-        named ``names[i]``.
+        named ``names[i]``. ``op`` must be Sum or Average when anything is
+        compressed.
         """
+        if self.wire_code:
+            ops.check_compression(self, op)
         compressed = [self.compress(tf.convert_to_tensor(t)) for t in tensors]
         wire = [c[0] for c in compressed]
         if group_name is not None:
-            reduced = ops.grouped_allreduce(wire, op=op, name=group_name,
-                                            prescale_factor=prescale_factor,
-                                            postscale_factor=postscale_factor)
+            reduced = ops.wire_grouped_allreduce(wire, op=op, name=group_name,
+                                                 prescale_factor=prescale_factor,
+                                                 postscale_factor=postscale_factor,
+                                                 wire_code=self.wire_code)
         else:
-            reduced = [ops.allreduce(w, op=op, name=n, prescale_factor=prescale_factor,
-                                     postscale_factor=postscale_factor)
+            reduced = [ops.wire_allreduce(w, op=op, name=n, prescale_factor=prescale_factor,
+                                          postscale_factor=postscale_factor,
+                                          wire_code=self.wire_code)
                        for w, n in zip(wire, names)]
         return [self.decompress(r, c[1]) for r, c in zip(reduced, compressed)]
 
@@ -70,33 +84,70 @@ class Compressor:
         return f"Compression.{self.name}"
 
 
-class FP16Compressor(Compressor):
-    """Sends float32/float64 tensors as float16 and casts the result back."""
+class _SixteenBitCompressor(Compressor):
+    """Floating tensors travel as a 16-bit float; the runtime rounds and widens them.
 
-    name = "fp16"
+    ``compress``/``decompress`` (casts in TensorFlow) only serve exchanges the
+    runtime cannot compress itself: the allgather of sparse (IndexedSlices)
+    gradients.
+    """
+
+    wire_dtype = tf.float16
 
     def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
         if tensor.dtype in (tf.float32, tf.float64):
-            return tf.cast(tensor, tf.float16), tensor.dtype
+            return tf.cast(tensor, self.wire_dtype), tensor.dtype
         return tensor, None
 
     def decompress(self, tensor: tf.Tensor, context: Any) -> tf.Tensor:
         return tensor if context is None else tf.cast(tensor, context)
 
+    def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,
+                  op: ops.ReduceOp, prescale_factor: float = 1.0,
+                  postscale_factor: float = 1.0,
+                  group_name: Optional[str] = None) -> List[tf.Tensor]:
+        ops.check_compression(self, op)
+        tensors = [tf.convert_to_tensor(t) for t in tensors]
+        if group_name is not None:
+            return ops.wire_grouped_allreduce(tensors, op=op, name=group_name,
+                                              prescale_factor=prescale_factor,
+                                              postscale_factor=postscale_factor,
+                                              wire_code=self.wire_code)
+        return [ops.wire_allreduce(t, op=op, name=n, prescale_factor=prescale_factor,
+                                   postscale_factor=postscale_factor, wire_code=self.wire_code)
+                for t, n in zip(tensors, names)]
+
+
+class FP16Compressor(_SixteenBitCompressor):
+    """Sends floating tensors as IEEE float16 (accumulated in float32)."""
+
+    name = "fp16"
+    wire_code = 1
+    wire_dtype = tf.float16
+
+
+class BF16Compressor(_SixteenBitCompressor):
+    """Sends floating tensors as bfloat16 (float32's range, 8 significant bits)."""
+
+    name = "bf16"
+    wire_code = 2
+    wire_dtype = tf.bfloat16
+
 
 class Compression:
-    """The available compressors, as in Horovod: ``Compression.none``, ``Compression.fp16``."""
+    """The available compressors: ``Compression.none``, ``.fp16``, ``.bf16``."""
 
     none = Compressor()
     fp16 = FP16Compressor()
+    bf16 = BF16Compressor()
 
     @staticmethod
     def by_name(name: str) -> Compressor:
-        """The compressor called ``name`` ("none" or "fp16"); used when restoring a config."""
-        for compressor in (Compression.none, Compression.fp16):
+        """The compressor called ``name`` ("none", "fp16" or "bf16"); used when restoring a config."""
+        for compressor in (Compression.none, Compression.fp16, Compression.bf16):
             if compressor.name == name:
                 return compressor
-        raise ValueError(f"unknown compression {name!r}; expected 'none' or 'fp16'")
+        raise ValueError(f"unknown compression {name!r}; expected 'none', 'fp16' or 'bf16'")
 
     @staticmethod
     def from_config(config: Union[str, Dict[str, Any]]) -> Compressor:

@@ -21,9 +21,10 @@ def _allreduce_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     if reduce_op not in (ops.Sum, ops.Average):
         raise NotImplementedError(
             f"tfdist.allreduce with op={reduce_op.name} has no gradient; use Sum or Average")
-    return ops.allreduce(grad, op=reduce_op, name=_derived_name(op, "grad"),
-                         prescale_factor=float(op.get_attr("prescale_factor")),
-                         postscale_factor=float(op.get_attr("postscale_factor")))
+    return ops.wire_allreduce(grad, op=reduce_op, name=_derived_name(op, "grad"),
+                              prescale_factor=float(op.get_attr("prescale_factor")),
+                              postscale_factor=float(op.get_attr("postscale_factor")),
+                              wire_code=op.get_attr("compression"))
 
 
 @tf.RegisterGradient("TfdistAllgather")
@@ -56,6 +57,7 @@ def _grouped_allreduce_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
             f"tfdist.grouped_allreduce with op={reduce_op.name} has no gradient; "
             "use Sum or Average")
     grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, op.inputs)]
-    return ops.grouped_allreduce(grads, op=reduce_op, name=_derived_name(op, "grad"),
-                                 prescale_factor=float(op.get_attr("prescale_factor")),
-                                 postscale_factor=float(op.get_attr("postscale_factor")))
+    return ops.wire_grouped_allreduce(grads, op=reduce_op, name=_derived_name(op, "grad"),
+                                      prescale_factor=float(op.get_attr("prescale_factor")),
+                                      postscale_factor=float(op.get_attr("postscale_factor")),
+                                      wire_code=op.get_attr("compression"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -102,9 +102,25 @@ def _algorithm_attr(algorithm: Optional[str]) -> int:
     return algorithms.index(algorithm)
 
 
+def check_compression(compression: Any, op: ReduceOp,
+                      algorithm: Optional[str] = None) -> None:
+    """Raises a TypeError/ValueError naming ``compression`` when it cannot apply."""
+    from tfdist.compression import Compressor  # compression imports this module
+
+    if not isinstance(compression, Compressor):
+        raise TypeError("compression must be a tfdist.Compression compressor (e.g. "
+                        f"Compression.fp16), got {compression!r}")
+    if ReduceOp(op) not in (Sum, Average):
+        raise ValueError(f"compression={compression!r} needs op=Sum or op=Average; "
+                         f"got op={ReduceOp(op).name}")
+    if algorithm is not None:
+        raise ValueError(f"compression={compression!r} cannot be combined with "
+                         f"algorithm={algorithm!r}; leave algorithm=None")
+
+
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              algorithm: Optional[str] = None) -> tf.Tensor:
+              algorithm: Optional[str] = None, compression: Any = None) -> tf.Tensor:
     """Combines ``tensor`` across all ranks; every rank gets the result.
 
     ``op`` is one of Sum, Average (default), Min, Max, Product. The input is
@@ -113,20 +129,39 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     results are rounded to nearest. float16/bfloat16 are accumulated in
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
     or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
-    cost model ("auto").
+    cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
+    Sum or Average only) changes what crosses the wire; ``name`` keys the
+    per-tensor state of compressors that keep some.
+    """
+    if compression is not None:
+        check_compression(compression, op, algorithm)
+        return compression.allreduce([tensor], [name or ""], op=ReduceOp(op),
+                                     prescale_factor=prescale_factor,
+                                     postscale_factor=postscale_factor)[0]
+    return wire_allreduce(tensor, op, name, prescale_factor, postscale_factor, algorithm)
+
+
+def wire_allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
+                   prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                   algorithm: Optional[str] = None, wire_code: int = 0) -> tf.Tensor:
+    """``allreduce`` with the runtime's wire compression code (0 none, 1 fp16, 2 bf16).
+
+    The building block of the dense compressors (tfdist.compression); use
+    ``allreduce(..., compression=...)`` instead.
     """
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     # The common case; anything else is checked and reported below. IntEnum
     # members hash as their ints, so plain codes are found in the set too.
-    if algorithm is None and isinstance(op, int) and op in _REDUCE_OPS:
+    if algorithm is None and not wire_code and isinstance(op, int) and op in _REDUCE_OPS:
         output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
         if output is not None:
             return output
     _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
-        tensor, algorithm=_algorithm_attr(algorithm), name=_node_name(name),
-        **_reduction_attrs(op, prescale_factor, postscale_factor), **_naming(name))
+        tensor, algorithm=_algorithm_attr(algorithm), compression=int(wire_code),
+        name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
+        **_naming(name))
     _independent(output)
     return output
 
@@ -134,22 +169,43 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
 def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                       name: Optional[str] = None, prescale_factor: float = 1.0,
                       postscale_factor: float = 1.0,
-                      algorithm: Optional[str] = None) -> List[tf.Tensor]:
+                      algorithm: Optional[str] = None,
+                      compression: Any = None) -> List[tf.Tensor]:
     """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
 
     The tensors are handed to the runtime together, so they are negotiated in
     the same round and fused where possible, and the op completes when all of
     them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
-    tensor may have its own dtype and shape.
+    tensor may have its own dtype and shape. ``compression`` as in
+    ``allreduce``; tensor i's per-tensor state is keyed ``"<name>.<i>"``.
     """
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if compression is not None:
+        check_compression(compression, op, algorithm)
+        if not tensors:
+            return []
+        return compression.allreduce(
+            tensors, [f"{name}.{i}" if name else "" for i in range(len(tensors))],
+            op=ReduceOp(op), prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, group_name=name or "")
+    return wire_grouped_allreduce(tensors, op, name, prescale_factor, postscale_factor,
+                                  algorithm)
+
+
+def wire_grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
+                           name: Optional[str] = None, prescale_factor: float = 1.0,
+                           postscale_factor: float = 1.0, algorithm: Optional[str] = None,
+                           wire_code: int = 0) -> List[tf.Tensor]:
+    """``grouped_allreduce`` with the runtime's wire compression code (see wire_allreduce)."""
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     for tensor in tensors:
         _check_reducible(tensor, "grouped_allreduce")
     outputs = list(_library.ops().tfdist_grouped_allreduce(
-        tensors, algorithm=_algorithm_attr(algorithm), name=_node_name(name),
-        **_reduction_attrs(op, prescale_factor, postscale_factor), **_naming(name)))
+        tensors, algorithm=_algorithm_attr(algorithm), compression=int(wire_code),
+        name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
+        **_naming(name)))
     _independent(*outputs)
     return outputs
 

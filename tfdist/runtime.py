@@ -108,7 +108,10 @@ def stats() -> Dict[str, Any]:
     ``allreduce_calls`` counts allreduce collectives executed and
     ``tensors_reduced`` the tensors that went through them (more tensors than
     calls means fusion happened); ``algorithm_calls`` maps algorithm names to
-    how many allreduces ran with each.
+    how many allreduces ran with each. ``bytes_sent`` is the payload this
+    rank put on the wire in all collectives (negotiation not included) and
+    ``bytes_uncompressed`` what those collectives would have sent without
+    compression (equal to ``bytes_sent`` when nothing is compressed).
     """
     names = _library.stat_names()  # the library's names and order
     values = (ctypes.c_uint64 * len(names))()

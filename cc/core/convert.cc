@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "cc/core/half.h"
+#include "cc/core/half_bulk.h"
 
 namespace tfdist {
 
@@ -115,6 +116,25 @@ void ConvertScaled(const void* src, DataType src_type, void* dst,
   if (src_type == DataType::kFloat32 && dst_type == DataType::kFloat32 &&
       FloatHoldsExactly(factor)) {
     return ScaleFloats(src, dst, count, static_cast<float>(factor));
+  }
+  if (FloatHoldsExactly(factor)) {
+    // fp16/bf16 wire compression's pack and unpack: float32 arithmetic gives
+    // the double-precision definition's bits here (see ScaleFloats).
+    const float f = static_cast<float>(factor);
+    if (src_type == DataType::kFloat32 && dst_type == DataType::kFloat16) {
+      return FloatsToHalves(static_cast<const float*>(src), static_cast<uint16_t*>(dst), count, f);
+    }
+    if (src_type == DataType::kFloat32 && dst_type == DataType::kBFloat16) {
+      return FloatsToBFloat16s(static_cast<const float*>(src), static_cast<uint16_t*>(dst),
+                               count, f);
+    }
+    if (src_type == DataType::kFloat16 && dst_type == DataType::kFloat32) {
+      return HalvesToFloats(static_cast<const uint16_t*>(src), static_cast<float*>(dst), count, f);
+    }
+    if (src_type == DataType::kBFloat16 && dst_type == DataType::kFloat32) {
+      return BFloat16sToFloats(static_cast<const uint16_t*>(src), static_cast<float*>(dst),
+                               count, f);
+    }
   }
   switch (src_type) {
     case DataType::kUInt8: return ConvertFrom<uint8_t>(src, dst, dst_type, count, factor);

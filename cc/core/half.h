@@ -1,4 +1,6 @@
 // IEEE float16 and bfloat16 <-> float32 conversions, round-to-nearest-even.
+// Bit for bit what x86's F16C instructions do, NaN payloads included, so that
+// the vector loops (half_bulk.h) and these agree on every input.
 // Shared by the reduction kernels and the runtime's float32 staging, so that
 // there is exactly one definition of how a half is rounded.
 #ifndef TFDIST_CORE_HALF_H_
@@ -30,7 +32,8 @@ inline float HalfToFloat(uint16_t h) {
   uint32_t mantissa = h & 0x3ffu;
   uint32_t bits;
   if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN
+    // inf, or NaN: quietened and its payload kept, as x86's F16C does it.
+    bits = sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u);
   } else if (exponent != 0) {
     bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
   } else if (mantissa == 0) {
@@ -55,7 +58,9 @@ inline uint16_t FloatToHalf(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;          // NaN
+  if (magnitude > 0x7f800000u) {                                // NaN: quiet, top payload bits kept (as F16C)
+    return sign | 0x7e00u | static_cast<uint16_t>((magnitude >> 13) & 0x3ffu);
+  }
   if (magnitude >= 0x477ff000u) return sign | 0x7c00u;         // overflow -> inf
   if (magnitude < 0x38800000u) {                               // half subnormal or zero
     if (magnitude < 0x33000000u) return sign;                  // below half the smallest subnormal

@@ -28,20 +28,29 @@ namespace {
 // no Python edit.
 struct Counter {
   const char* name;
-  std::atomic<uint64_t> tfdist::Stats::*field;
+  uint64_t (*read)(const tfdist::Stats&);
 };
+#define TFDIST_COUNTER(field) \
+  { #field, [](const tfdist::Stats& s) -> uint64_t { return s.field.load(); } }
 constexpr Counter kCounters[] = {
-    {"allreduce_calls", &tfdist::Stats::allreduce_calls},
-    {"tensors_reduced", &tfdist::Stats::tensors_reduced},
-    {"bytes_reduced", &tfdist::Stats::bytes_reduced},
-    {"allgather_calls", &tfdist::Stats::allgather_calls},
-    {"broadcast_calls", &tfdist::Stats::broadcast_calls},
-    {"alltoall_calls", &tfdist::Stats::alltoall_calls},
-    {"reducescatter_calls", &tfdist::Stats::reducescatter_calls},
-    {"negotiation_rounds", &tfdist::Stats::negotiation_rounds},
-    {"cached_rounds", &tfdist::Stats::cached_rounds},
-    {"errors", &tfdist::Stats::errors},
+    TFDIST_COUNTER(allreduce_calls),
+    TFDIST_COUNTER(tensors_reduced),
+    TFDIST_COUNTER(bytes_reduced),
+    TFDIST_COUNTER(allgather_calls),
+    TFDIST_COUNTER(broadcast_calls),
+    TFDIST_COUNTER(alltoall_calls),
+    TFDIST_COUNTER(reducescatter_calls),
+    TFDIST_COUNTER(negotiation_rounds),
+    TFDIST_COUNTER(cached_rounds),
+    TFDIST_COUNTER(errors),
+    TFDIST_COUNTER(bytes_sent),
+    // What the same collectives would have sent without wire compression.
+    {"bytes_uncompressed",
+     [](const tfdist::Stats& s) -> uint64_t {
+       return s.bytes_sent.load() + s.bytes_saved_by_compression.load();
+     }},
 };
+#undef TFDIST_COUNTER
 constexpr int kNamedCounters = static_cast<int>(std::size(kCounters));
 // After the named counters: one per algorithm, "algorithm_calls.<name>".
 constexpr int kAlgorithmCounters =
@@ -158,7 +167,7 @@ int tfdist_stats(uint64_t* out, int capacity) {
   const tfdist::Stats& stats = handle.runtime->stats();
   int written = 0;
   for (int i = 0; i < kNamedCounters && written < capacity; ++i) {
-    out[written++] = (stats.*kCounters[i].field).load();
+    out[written++] = kCounters[i].read(stats);
   }
   for (int i = 0; i < kAlgorithmCounters && written < capacity; ++i) {
     out[written++] = stats.algorithm_calls[i].load();

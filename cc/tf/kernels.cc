@@ -174,12 +174,16 @@ struct ReductionAttrs {
 struct AllreduceAttrs {
   ReductionAttrs reduction;
   int algorithm = 0;
+  int compression = 0;
 
   absl::Status Read(tf::OpKernelConstruction* c) {
     TF_RETURN_IF_ERROR(reduction.Read(c));
     TF_RETURN_IF_ERROR(c->GetAttr("algorithm", &algorithm));
+    TF_RETURN_IF_ERROR(c->GetAttr("compression", &compression));
     TensorDescription probe;
     TF_RETURN_IF_ERROR(ToTfStatus(DescribeAlgorithm(algorithm, &probe)));
+    TF_RETURN_IF_ERROR(ToTfStatus(reduction.Apply(Topology(), &probe)));
+    TF_RETURN_IF_ERROR(ToTfStatus(DescribeCompression(compression, &probe)));
     return absl::OkStatus();
   }
 
@@ -190,6 +194,7 @@ struct AllreduceAttrs {
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
     TFDIST_RETURN_IF_ERROR(reduction.Apply(topology, &d));
     TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
+    TFDIST_RETURN_IF_ERROR(DescribeCompression(compression, &d));
     tf::Tensor* output = nullptr;
     absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
     if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));

@@ -37,7 +37,8 @@ absl::Status ScalarShape(InferenceContext* c) {
 
 }  // namespace
 
-// reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average. Scale factors travel
+// reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average. compression: 0 none,
+// 1 fp16, 2 bf16 (request.h WireCompression). Scale factors travel
 // as decimal strings so that they keep double precision (TF has no double
 // attribute).
 REGISTER_OP("TfdistAllreduce")
@@ -48,6 +49,7 @@ REGISTER_OP("TfdistAllreduce")
     .Attr("prescale_factor: string = '1'")
     .Attr("postscale_factor: string = '1'")
     .Attr("algorithm: int = 0")
+    .Attr("compression: int = 0")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
     .SetIsStateful()
@@ -64,6 +66,7 @@ REGISTER_OP("TfdistGroupedAllreduce")
     .Attr("prescale_factor: string = '1'")
     .Attr("postscale_factor: string = '1'")
     .Attr("algorithm: int = 0")
+    .Attr("compression: int = 0")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
     .SetIsStateful()

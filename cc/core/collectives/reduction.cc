@@ -8,6 +8,7 @@
 
 #include "cc/core/convert.h"
 #include "cc/core/half.h"
+#include "cc/core/half_bulk.h"
 
 namespace tfdist {
 namespace {
@@ -179,8 +180,16 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
     case DataType::kInt64:
       return ReduceInteger<int64_t, uint64_t>(accumulator, incoming, count, op);
     case DataType::kFloat16:
+      if (op == ReduceOp::kSum) {  // fp16 wire compression's sums, vectorised
+        return SumHalvesInto(static_cast<uint16_t*>(accumulator),
+                             static_cast<const uint16_t*>(incoming), count);
+      }
       return ReduceHalf<HalfToFloat, FloatToHalf>(accumulator, incoming, count, op);
     case DataType::kBFloat16:
+      if (op == ReduceOp::kSum) {
+        return SumBFloat16sInto(static_cast<uint16_t*>(accumulator),
+                                static_cast<const uint16_t*>(incoming), count);
+      }
       return ReduceHalf<BFloat16ToFloat, FloatToBFloat16>(accumulator, incoming,
                                                           count, op);
     case DataType::kFloat32:

@@ -73,6 +73,37 @@ RingSpan WholeBuffer(void* buffer, size_t count, DataType dtype) {
 
 }  // namespace
 
+Status RingAllreduceCompressed(Transport& transport, const void* input, DataType full_dtype,
+                               double input_scale, void* wire_buffer, DataType wire_dtype,
+                               void* output, size_t count, ReduceOp op,
+                               size_t max_segment_bytes) {
+  TFDIST_RETURN_IF_ERROR(CheckReducible(wire_dtype, op));
+  const int size = transport.size();
+  if (size == 1 || count == 0) {  // the same roundings, with nobody to send to
+    ConvertScaled(input, full_dtype, wire_buffer, wire_dtype, count, input_scale);
+    ConvertScaled(wire_buffer, wire_dtype, output, full_dtype, count, 1.0);
+    return Status::OK();
+  }
+  const size_t element_size = DataTypeSize(wire_dtype);
+  RingSchedule schedule;
+  schedule.element_size = element_size;
+  schedule.chunk_offsets.resize(size + 1);
+  for (int chunk = 0; chunk <= size; ++chunk) {
+    schedule.chunk_offsets[chunk] = ChunkBegin(count, size, chunk) * element_size;
+  }
+  schedule.reduce_steps = size - 1;
+  schedule.copy_steps = size - 1;
+  schedule.dtype = wire_dtype;
+  schedule.op = op;
+  schedule.max_segment_bytes = max_segment_bytes;
+  schedule.tag = kRingAllreduceTag;
+  schedule.full_source = static_cast<const unsigned char*>(input);
+  schedule.full_result = static_cast<unsigned char*>(output);
+  schedule.full_dtype = full_dtype;
+  schedule.source_scale = input_scale;
+  return RunRingSchedule(transport, wire_buffer, schedule);
+}
+
 Status RingAllreduceWithSegments(Transport& transport, void* buffer,
                                  size_t count, DataType dtype, ReduceOp op,
                                  size_t max_segment_bytes) {

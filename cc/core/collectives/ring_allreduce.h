@@ -27,6 +27,18 @@ Status RingAllreduceSpans(Transport& transport, const std::vector<RingSpan>& spa
                           DataType dtype, ReduceOp op, double result_scale = 1.0,
                           size_t max_segment_bytes = kDefaultRingSegmentBytes);
 
+// Wire compression: allreduces `count` elements of `input` (`full_dtype`,
+// each multiplied by `input_scale`) into `output`, with the ring moving and
+// reducing them as `wire_dtype` (float16 or bfloat16) in `wire_buffer`
+// (count elements of wire_dtype). The rounding to the wire type happens as
+// each segment is first needed and the widening as each is final
+// (ring_pipeline.h): the same bits as converting the whole input first,
+// ring-allreducing the wire buffer and converting it back, in fewer passes.
+Status RingAllreduceCompressed(Transport& transport, const void* input, DataType full_dtype,
+                               double input_scale, void* wire_buffer, DataType wire_dtype,
+                               void* output, size_t count, ReduceOp op,
+                               size_t max_segment_bytes = kDefaultRingSegmentBytes);
+
 // The same with an explicit segment bound instead of kDefaultRingSegmentBytes
 // (1 MiB, ring_pipeline.h); every rank must pass the same value. Tests use tiny segments to
 // exercise the pipeline without huge buffers.

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cc/core/collectives/reduction.h"
+#include "cc/core/convert.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {
@@ -20,6 +21,7 @@ struct Segment {
   unsigned char* data;
   const unsigned char* source;  // this rank's input, when out of place
   size_t bytes;
+  size_t offset = 0;  // of `data` in the concatenation of the spans
 
   const unsigned char* input() const { return source != nullptr ? source : data; }
 };
@@ -55,8 +57,10 @@ class RingRun {
 
     // Step 0 sends this rank's own (unreduced) chunk.
     for (const Segment& segment : segments_[SentChunk(0)]) {
+      if (compressed()) Narrow(segment, 0, segment.bytes);
       sends_by_step_[0].push_back(transport_.StartSend(
-          right_, segment.input(), segment.bytes, schedule_.tag));
+          right_, compressed() ? segment.data : segment.input(), segment.bytes,
+          schedule_.tag));
     }
 
     Status result;
@@ -73,6 +77,29 @@ class RingRun {
   }
 
  private:
+  bool compressed() const { return schedule_.full_source != nullptr; }
+
+  // Wire compression (RingSchedule::full_source): where byte `wire_offset`
+  // of the wire buffer lies in the full-width tensor.
+  size_t FullOffset(size_t wire_offset) const {
+    return wire_offset / schedule_.element_size * DataTypeSize(schedule_.full_dtype);
+  }
+
+  // This rank's input for bytes [done, done + bytes) of `segment`, rounded
+  // to the wire type into the buffer.
+  void Narrow(const Segment& segment, size_t done, size_t bytes) const {
+    ConvertScaled(schedule_.full_source + FullOffset(segment.offset + done),
+                  schedule_.full_dtype, segment.data + done, schedule_.dtype,
+                  bytes / schedule_.element_size, schedule_.source_scale);
+  }
+
+  // The final result for those bytes, widened into the full-width output.
+  void Widen(const Segment& segment, size_t done, size_t bytes) const {
+    ConvertScaled(segment.data + done, schedule_.dtype,
+                  schedule_.full_result + FullOffset(segment.offset + done),
+                  schedule_.full_dtype, bytes / schedule_.element_size, 1.0);
+  }
+
   int SentChunk(int step) const {
     return Modulo(rank_ + schedule_.shift - step, size_);
   }
@@ -93,7 +120,7 @@ class RingRun {
         const size_t within = offset - span_begin;
         const size_t bytes = std::min({segment_bytes, end - offset, s.bytes - within});
         segments_[chunk].push_back(
-            {s.data + within, s.source != nullptr ? s.source + within : nullptr, bytes});
+            {s.data + within, s.source != nullptr ? s.source + within : nullptr, bytes, offset});
         offset += bytes;
       }
     }
@@ -162,15 +189,41 @@ class RingRun {
       const size_t bytes = std::min(block, segment.bytes - done);
       unsigned char* out = segment.data + done;
       if (segment.source != nullptr) std::memcpy(out, segment.source + done, bytes);
+      if (compressed()) Narrow(segment, done, bytes);
       ReduceIntoScaled(out, incoming + done, bytes / element_size, schedule_.dtype,
                        schedule_.op, scale ? schedule_.result_scale : 1.0);
+      if (compressed() && last_step && schedule_.copy_steps > 0) Widen(segment, done, bytes);
     }
+  }
+
+  // The last step of a compressed ring forwards nothing: each segment can
+  // arrive in a cache-resident slot and be widened from there, rather than
+  // be written to the wire buffer and read back.
+  Status WidenLastStep(const std::vector<Segment>& segments) {
+    std::unique_ptr<PendingOp> receives[2];
+    auto post_receive = [&](size_t k) {
+      receives[k % 2] =
+          transport_.StartRecv(left_, slots_[k % 2], segments[k].bytes, schedule_.tag);
+    };
+    for (size_t k = 0; k < std::min<size_t>(segments.size(), 2); ++k) post_receive(k);
+    for (size_t k = 0; k < segments.size(); ++k) {
+      TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
+      const Segment& segment = segments[k];
+      ConvertScaled(slots_[k % 2], schedule_.dtype,
+                    schedule_.full_result + FullOffset(segment.offset), schedule_.full_dtype,
+                    segment.bytes / schedule_.element_size, 1.0);
+      if (k + 2 < segments.size()) post_receive(k + 2);
+    }
+    return Status::OK();
   }
 
   Status CopyStep(int step) {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
     const std::vector<Segment>& segments = segments_[chunk];
+    if (compressed() && step + 1 == total_steps_ && schedule_.reduce_steps > 0) {
+      return WidenLastStep(segments);
+    }
     // Received straight into place, so every segment can be in flight.
     std::vector<std::unique_ptr<PendingOp>> receives;
     receives.reserve(segments.size());
@@ -181,6 +234,7 @@ class RingRun {
     for (size_t k = 0; k < segments.size(); ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k]->Wait());
       ForwardSegment(step + 1, segments[k]);
+      if (compressed()) Widen(segments[k], 0, segments[k].bytes);
     }
     return Status::OK();
   }
@@ -225,6 +279,10 @@ Status RunRingSchedule(Transport& transport, const std::vector<RingSpan>& spans,
   }
   if (schedule.chunk_offsets.back() != total || schedule.chunk_offsets.front() != 0) {
     return Status::InvalidArgument("ring chunks do not cover the spans");
+  }
+  if (schedule.full_source != nullptr &&
+      (spans.size() != 1 || schedule.full_result == nullptr || spans[0].source != nullptr)) {
+    return Status::InvalidArgument("a compressed ring runs on one wire buffer, in place");
   }
   RingRun run(transport, spans, schedule);
   return run.Run();

@@ -68,6 +68,17 @@ struct RingSchedule {
   // it is in cache, and before it travels on. Averaging then costs no extra
   // pass over the result, and every rank still ends with the same bits.
   double result_scale = 1.0;
+  // Wire compression (allreduce on one contiguous buffer only): the buffer
+  // is the 16-bit wire copy, in `dtype`, of a tensor of `full_dtype` that
+  // lies elsewhere. Each segment of this rank's `full_source` is converted
+  // (times `source_scale`) into the buffer just before it is first sent or
+  // reduced, and each segment of the result is widened into `full_result`
+  // as soon as it is final, both while the segment is in cache: the cast
+  // costs no pass of its own over the tensor.
+  const unsigned char* full_source = nullptr;
+  unsigned char* full_result = nullptr;
+  DataType full_dtype = DataType::kFloat32;
+  double source_scale = 1.0;
 };
 
 // Runs the schedule on one contiguous buffer, in place.

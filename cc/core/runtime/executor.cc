@@ -1,5 +1,6 @@
 #include "cc/core/runtime/executor.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -49,9 +50,13 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
       return Status::FailedPrecondition(
           "the 'mpi' allreduce algorithm needs MPI underneath, and this runtime has none");
     }
+    // MPI's own algorithm sends past the counting transport: count what a
+    // ring would send, 2(P-1)/P of the buffer, as an estimate.
+    const uint64_t p = static_cast<uint64_t>(transport_.size());
+    stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_(buffer, count, dtype, op);
   }
-  return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
+  return RunAllreduce(algorithm, wire_, buffer, count, dtype, op);
 }
 
 namespace {
@@ -60,6 +65,22 @@ namespace {
 // decision on the description alone, so every rank makes the same one.
 bool ReducedWhereItLies(const Request& request) {
   return AccumulationBytes(request.description) > kLargestFusedTensorBytes;
+}
+
+// A compressed allreduce applies a postscale that shrinks values (Average's
+// 1/P) while packing, before the rounding to 16 bits: then no sum of inputs
+// that float16 holds can overflow on the wire, whatever P. A growing
+// postscale stays at the unpack, where it cannot overflow the wire either.
+bool ScalesWhilePacking(const TensorDescription& d) {
+  return d.compression != WireCompression::kNone && std::fabs(d.postscale) <= 1.0;
+}
+
+double PackScale(const TensorDescription& d) {
+  return ScalesWhilePacking(d) ? d.prescale * d.postscale : d.prescale;
+}
+
+double UnpackScale(const TensorDescription& d) {
+  return ScalesWhilePacking(d) ? 1.0 : d.postscale;
 }
 
 }  // namespace
@@ -80,9 +101,14 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   // What goes on the wire depends on this choice (the ring forwards scaled
   // chunks), so it depends only on the descriptions, the same on every rank.
   const bool ring_where_they_lie = algorithm == AllreduceAlgorithm::kRing &&
-                                   AccumulationType(d.dtype) == d.dtype && d.prescale == 1.0;
+                                   WireType(d) == d.dtype && d.prescale == 1.0 &&
+                                   !ScalesWhilePacking(d);
   if (ring_where_they_lie && (large || group.size() == 1)) {
     return RingWhereTheyLie(group, algorithm, bytes);
+  }
+  if (algorithm == AllreduceAlgorithm::kRing && group.size() == 1 && !group[0]->stand_in &&
+      WireType(d) != AccumulationType(d.dtype)) {
+    return RingCompressed(*group[0], algorithm, bytes);
   }
   if (large && group.size() > 1) {
     // Another algorithm: the small ones fused, each large one on its own.
@@ -158,7 +184,7 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   }
 
   start = timeline_.NowMicros();
-  Status status = RingAllreduceSpans(transport_, spans, d.dtype, d.op, d.postscale);
+  Status status = RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
@@ -178,10 +204,38 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   return Status::OK();
 }
 
+Status CollectiveExecutor::RingCompressed(Request& request, AllreduceAlgorithm algorithm,
+                                          size_t bytes) {
+  const TensorDescription& d = request.description;
+  const size_t count = static_cast<size_t>(d.num_elements());
+  if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
+  huge_pages_.Collapse(fusion_buffer_.data(), bytes);
+  if (request.output != request.input) {
+    AdviseHugePages(request.output, count * DataTypeSize(d.dtype));
+  }
+  const uint64_t sent_before = stats_.bytes_sent;
+  int64_t start = timeline_.NowMicros();
+  Status status = RingAllreduceCompressed(wire_, request.input, d.dtype, PackScale(d),
+                                          fusion_buffer_.data(), WireType(d), request.output,
+                                          count, d.op);
+  timeline_.Complete(request.name, "ALLREDUCE", start, 1, bytes,
+                     AllreduceAlgorithmName(algorithm));
+  if (!status.ok()) return status;
+  if (UnpackScale(d) != 1.0) {
+    start = timeline_.NowMicros();
+    ConvertScaled(request.output, d.dtype, request.output, d.dtype, count, UnpackScale(d));
+    timeline_.Complete(request.name, "SCALE_OUTPUT", start, 1, bytes, "");
+  }
+  CountSaved(sent_before, d);
+  CountAllreduce(request.name, 1, bytes, algorithm);
+  return Status::OK();
+}
+
 Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   const TensorDescription& d = group[0]->description;
-  const DataType accumulation = AccumulationType(d.dtype);
+  const DataType accumulation = WireType(d);
   const size_t element = DataTypeSize(accumulation);
+  const uint64_t sent_before = stats_.bytes_sent;
   size_t total = 0;
   for (const Request* r : group) total += static_cast<size_t>(r->description.num_elements());
   const size_t bytes = total * element;
@@ -208,6 +262,17 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   } else {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
+    if (bytes > kLargestFusedTensorBytes) {
+      // A large compressed tensor goes through here: what RingWhereTheyLie
+      // does for its buffers (memory_advice.h) pays here too.
+      huge_pages_.Collapse(buffer, bytes);
+      for (const Request* r : group) {
+        if (!r->stand_in && r->output != r->input) {
+          AdviseHugePages(r->output, static_cast<size_t>(r->description.num_elements()) *
+                                         DataTypeSize(d.dtype));
+        }
+      }
+    }
     size_t offset = 0;
     for (const Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
@@ -224,8 +289,8 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   if (!status.ok()) return status;
 
   start = timeline_.NowMicros();
-  if (in_place && !stand_in && d.postscale != 1.0) {
-    ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, d.postscale);
+  if (in_place && !stand_in && UnpackScale(d) != 1.0) {
+    ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
     timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
   } else if (!in_place) {
     size_t offset = 0;
@@ -233,15 +298,24 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
       if (!r->stand_in) {  // nobody reads a stand-in's result
         ConvertScaled(fusion_buffer_.data() + offset, accumulation, r->output, d.dtype,
-                      n, d.postscale);
+                      n, UnpackScale(d));
       }
       offset += n * element;
     }
     timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
   }
 
+  CountSaved(sent_before, d);
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
+}
+
+void CollectiveExecutor::CountSaved(uint64_t sent_before, const TensorDescription& d) {
+  const size_t wire = DataTypeSize(WireType(d));
+  const size_t full = DataTypeSize(AccumulationType(d.dtype));
+  if (full <= wire) return;
+  // Every algorithm sends whole elements, so the ratio is exact.
+  stats_.bytes_saved_by_compression += (stats_.bytes_sent - sent_before) / wire * (full - wire);
 }
 
 void CollectiveExecutor::CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
@@ -267,7 +341,7 @@ Status CollectiveExecutor::Allgather(Request& request,
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
   AdviseHugePages(output, static_cast<size_t>(rows) * row_bytes);
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingAllgatherv(transport_, request.input,
+  TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, request.input,
                                         bytes_per_rank[transport_.rank()], output,
                                         bytes_per_rank));
   const size_t total = static_cast<size_t>(rows) * row_bytes;
@@ -284,7 +358,7 @@ Status CollectiveExecutor::Broadcast(Request& request) {
     ConvertScaled(request.input, d.dtype, request.output, d.dtype, d.num_elements(), 1.0);
   }
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport_, request.output, bytes, d.root));
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(wire_, request.output, bytes, d.root));
   timeline_.Complete(request.name, "BROADCAST", start, 1, bytes, "binomial");
   stats_.broadcast_calls++;
   Log("broadcast", request.name, 1, bytes, "binomial");
@@ -310,7 +384,7 @@ Status CollectiveExecutor::Alltoall(Request& request,
   TFDIST_RETURN_IF_ERROR(request.report_splits(received_splits));
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      PairwiseAlltoallv(transport_, request.input, send_bytes, output, recv_bytes));
+      PairwiseAlltoallv(wire_, request.input, send_bytes, output, recv_bytes));
   const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   timeline_.Complete(request.name, "ALLTOALL", start, 1, total, "pairwise");
   stats_.alltoall_calls++;
@@ -343,7 +417,7 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   CopyIn(request, fusion_buffer_.data(), accumulation, total);
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      RingReducescatter(transport_, fusion_buffer_.data(), counts, accumulation, d.op));
+      RingReducescatter(wire_, fusion_buffer_.data(), counts, accumulation, d.op));
   timeline_.Complete(request.name, "REDUCESCATTER", start, 1, total * element, "ring");
   ConvertScaled(fusion_buffer_.data() + my_offset * element, accumulation, output, d.dtype,
                 counts[me], d.postscale);
@@ -365,7 +439,7 @@ void CollectiveExecutor::CopyIn(const Request& request, void* destination,
   if (request.stand_in) {
     FillIdentity(destination, count, accumulation, d.op);
   } else {
-    ConvertScaled(request.input, d.dtype, destination, accumulation, count, d.prescale);
+    ConvertScaled(request.input, d.dtype, destination, accumulation, count, PackScale(d));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "cc/core/runtime/timeline.h"
 #include "cc/core/transport/control_plane.h"
 #include "cc/core/transport/transport.h"
+#include "cc/core/transport/counting_transport.h"
 
 namespace tfdist {
 
@@ -36,6 +37,7 @@ class CollectiveExecutor {
       : transport_(transport),
         control_plane_(control_plane),
         reference_allreduce_(std::move(reference_allreduce)),
+        wire_(transport, stats.bytes_sent),
         link_cost_(link_cost),
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
@@ -62,15 +64,22 @@ class CollectiveExecutor {
   // holding the group's small ones; `bytes` is the group's total.
   Status RingWhereTheyLie(const std::vector<Request*>& group, AllreduceAlgorithm algorithm,
                           size_t bytes);
+  // One tensor alone, compressed to 16 bits (request.h WireCompression), on
+  // the ring: rounded and widened segment by segment inside the ring, with
+  // the fusion buffer as the wire copy (RingAllreduceCompressed).
+  Status RingCompressed(Request& request, AllreduceAlgorithm algorithm, size_t bytes);
   // Packed into the fusion buffer, or one tensor alone in its output, with
   // any algorithm.
   Status AllreduceFused(const std::vector<Request*>& group);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
-  // `count` elements of the request's input, prescaled, in the accumulation
-  // type; the reduction's identity for a stand-in (join_state.h).
+  // `count` elements of the request's input, scaled (PackScale), in the
+  // wire type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,
               size_t count);
+  // Counts what a compressed collective that sent the wire bytes since
+  // `sent_before` saved against sending full-width elements.
+  void CountSaved(uint64_t sent_before, const TensorDescription& d);
   void CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
                       AllreduceAlgorithm algorithm);
   void Log(const char* what, const std::string& name, size_t tensors,
@@ -79,6 +88,7 @@ class CollectiveExecutor {
   Transport& transport_;
   ControlPlane& control_plane_;
   ReferenceAllreduce reference_allreduce_;
+  CountingTransport wire_;  // what the algorithms send through
   LinkCost link_cost_;
   AllreduceAlgorithm default_algorithm_;
   bool debug_log_;

@@ -18,7 +18,7 @@ bool CanShare(const TensorDescription& a, const TensorDescription& b) {
 
 size_t AccumulationBytes(const TensorDescription& description) {
   return static_cast<size_t>(description.num_elements()) *
-         DataTypeSize(AccumulationType(description.dtype));
+         DataTypeSize(WireType(description));
 }
 
 std::vector<std::vector<size_t>> PlanFusion(

@@ -23,8 +23,8 @@ namespace tfdist {
 // (ring_pipeline.h, RingSpan).
 constexpr size_t kLargestFusedTensorBytes = size_t{256} << 10;
 
-// What a tensor occupies in a fusion buffer: its elements in the
-// accumulation type (float16 and bfloat16 as float32).
+// What a tensor occupies in a fusion buffer: its elements in the wire type
+// (request.h WireType: float16 and bfloat16 as float32 unless compressed).
 size_t AccumulationBytes(const TensorDescription& description);
 
 // Returns groups of indices into `descriptions`, in execution order. Every

@@ -1,5 +1,7 @@
 #include "cc/core/runtime/request.h"
 
+#include "cc/core/convert.h"
+
 namespace tfdist {
 
 const char* CollectiveTypeName(CollectiveType type) {
@@ -65,6 +67,39 @@ Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
   d->prescale = prescale;
   d->postscale = average ? postscale / size : postscale;
   return Status::OK();
+}
+
+const char* WireCompressionName(WireCompression compression) {
+  switch (compression) {
+    case WireCompression::kNone: return "none";
+    case WireCompression::kFloat16: return "fp16";
+    case WireCompression::kBFloat16: return "bf16";
+  }
+  return "unknown";
+}
+
+Status DescribeCompression(int compression_code, TensorDescription* d) {
+  if (compression_code < 0 || compression_code > static_cast<int>(WireCompression::kBFloat16)) {
+    return Status::InvalidArgument("unknown compression code " + std::to_string(compression_code));
+  }
+  const auto compression = static_cast<WireCompression>(compression_code);
+  if (compression != WireCompression::kNone && d->op != ReduceOp::kSum) {
+    return Status::InvalidArgument(std::string("compression=") + WireCompressionName(compression) +
+                                   " needs op Sum or Average, got " + ReduceOpName(d->op));
+  }
+  const bool floating = d->dtype == DataType::kFloat16 || d->dtype == DataType::kBFloat16 ||
+                        d->dtype == DataType::kFloat32 || d->dtype == DataType::kFloat64;
+  d->compression = floating ? compression : WireCompression::kNone;
+  return Status::OK();
+}
+
+DataType WireType(const TensorDescription& d) {
+  switch (d.compression) {
+    case WireCompression::kFloat16: return DataType::kFloat16;
+    case WireCompression::kBFloat16: return DataType::kBFloat16;
+    case WireCompression::kNone: break;
+  }
+  return AccumulationType(d.dtype);
 }
 
 std::string TensorDescription::ShapeString() const {

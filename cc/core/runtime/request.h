@@ -27,6 +27,18 @@ enum class CollectiveType : int {
 
 const char* CollectiveTypeName(CollectiveType type);
 
+// How an allreduce's floating tensors cross the wire (tfdist.Compression's
+// dense compressors): as themselves (16-bit floats staged in float32), or
+// rounded to 16 bits while they are packed and widened while unpacked.
+// Values are the ops' `compression` attribute codes.
+enum class WireCompression : int {
+  kNone = 0,
+  kFloat16 = 1,
+  kBFloat16 = 2,
+};
+
+const char* WireCompressionName(WireCompression compression);
+
 // Everything that must agree between ranks for a collective to be valid.
 // Travels between ranks during negotiation (see negotiation.h). A new field
 // is declared here and listed once in ForEachDescriptionField below, which
@@ -40,6 +52,7 @@ struct TensorDescription {
   double prescale = 1.0;
   double postscale = 1.0;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  WireCompression compression = WireCompression::kNone;
   // Alltoall only: rows this rank sends to each rank. Differs per rank.
   std::vector<int64_t> splits;
 
@@ -84,6 +97,8 @@ void ForEachDescriptionField(Visit&& visit) {
   visit(&D::postscale, DescriptionField{"postscale factor", kReductions, true});
   visit(&D::algorithm,
         DescriptionField{"algorithm", CollectiveBit(CollectiveType::kAllreduce), true});
+  visit(&D::compression,
+        DescriptionField{"compression", CollectiveBit(CollectiveType::kAllreduce), true});
   visit(&D::splits, DescriptionField{"splits", 0, false});
 }
 
@@ -106,6 +121,15 @@ Status DescribeAlgorithm(int algorithm_code, TensorDescription* d);
 // for an unknown code).
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
                          int size, TensorDescription* d);
+
+// Sets d's compression from the ops' code (after DescribeReduction):
+// InvalidArgument for an unknown code or with Min, Max or Product; on a
+// tensor that is not floating point it stays kNone (passes through).
+Status DescribeCompression(int compression_code, TensorDescription* d);
+
+// The type an allreduce of `d` reduces and sends: the 16-bit type it is
+// compressed to, else float32 for the 16-bit floats, else its own.
+DataType WireType(const TensorDescription& d);
 
 // Allocates the output once its shape is known (allgather, alltoall and
 // reducescatter learn it only after negotiation). Called on the runtime's

@@ -14,6 +14,11 @@ struct Stats {
   std::atomic<uint64_t> allreduce_calls{0};   // allreduce collectives executed
   std::atomic<uint64_t> tensors_reduced{0};   // tensors that went through them
   std::atomic<uint64_t> bytes_reduced{0};
+  // Payload bytes this rank sent in collectives (counting_transport.h), and
+  // how many more it would have sent without wire compression
+  // (tfdist.stats()'s bytes_uncompressed is the sum of the two).
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_saved_by_compression{0};
   std::atomic<uint64_t> allgather_calls{0};
   std::atomic<uint64_t> broadcast_calls{0};
   std::atomic<uint64_t> alltoall_calls{0};

@@ -1,0 +1,129 @@
+"""fp16/bf16 wire compression on one large allreduce: time, wire bytes and error against none.
+
+    tfdistrun -np 2 python -m benchmarks.compression_allreduce --json docs/bench/compression-allreduce-np2.json
+
+Every repetition runs the three compressions back to back on the same
+64 MiB float32 tensor (interleaved, so that a machine shared with other work
+slows them alike) and reports the median time of each, its ratio to none's,
+the median of the per-repetition ratios and the ratio of the fastest runs. The wire bytes come from ``tfdist.stats()``. The error section
+compares Average with the division before the rounding to 16 bits (what
+the runtime does) against a division after it (Sum, then divided in
+numpy), on gradient-like values and on large ones.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+
+def _write_json(path: Optional[str], results: Dict[str, Any]) -> None:
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+
+
+def _timings(tfdist, tensor, compressions: Dict[str, Any], repetitions: int) -> Dict[str, Any]:
+    times: Dict[str, List[float]] = {name: [] for name in compressions}
+    wire: Dict[str, int] = {}
+    algorithms: Dict[str, List[str]] = {}
+    for name, compression in compressions.items():  # warm-up: buffers, kernel caches
+        tfdist.allreduce(tensor, op=tfdist.Average, name=f"warm.{name}",
+                         compression=compression)
+    for _ in range(repetitions):
+        for name, compression in compressions.items():
+            tfdist.barrier()
+            before = tfdist.stats()
+            start = time.perf_counter()
+            tfdist.allreduce(tensor, op=tfdist.Average, name=f"timed.{name}",
+                             compression=compression)
+            times[name].append(time.perf_counter() - start)
+            after = tfdist.stats()
+            wire[name] = after["bytes_sent"] - before["bytes_sent"]
+            algorithms[name] = [a for a, n in after["algorithm_calls"].items()
+                                if n > before["algorithm_calls"][a]]
+    base = statistics.median(times["none"])
+    # Each repetition's time over none's in the same repetition: load that
+    # comes and goes hits both sides of a pair alike.
+    return {name: {"median_s": statistics.median(t), "min_s": min(t),
+                   "ratio_to_none": statistics.median(t) / base,
+                   "paired_ratio_to_none_median": statistics.median(
+                       a / b for a, b in zip(t, times["none"])),
+                   "min_ratio_to_none": min(t) / min(times["none"]),
+                   "bytes_sent_per_rank": wire[name],
+                   "wire_ratio_to_none": wire[name] / wire["none"],
+                   "algorithm": algorithms[name]}
+            for name, t in times.items()}
+
+
+def _errors(tfdist, compressions: Dict[str, Any]) -> Dict[str, Any]:
+    size, rank = tfdist.size(), tfdist.rank()
+    # Gradient-like values, and values each within float16's range whose
+    # sum over the ranks is not.
+    cases = {"gradient_like_normal_std_1e-3": lambda rs: rs.normal(0, 1e-3, 1 << 20),
+             "large_uniform_pm_6e4": lambda rs: rs.uniform(-6e4, 6e4, 1 << 20)}
+    results: Dict[str, Any] = {}
+    for case, draw in cases.items():
+        values = [draw(np.random.RandomState(r)).astype(np.float32) for r in range(size)]
+        exact = np.mean(np.array(values, dtype=np.float64), axis=0)
+        for name in ("fp16", "bf16"):
+            compression = compressions[name]
+            before = tfdist.allreduce(values[rank], op=tfdist.Average,
+                                      compression=compression).numpy().astype(np.float64)
+            after = tfdist.allreduce(values[rank], op=tfdist.Sum, postscale_factor=1.0,
+                                     compression=compression).numpy().astype(np.float64) / size
+            scale = np.linalg.norm(exact)
+            finite_before, finite_after = np.isfinite(before), np.isfinite(after)
+            results[f"{case}/{name}"] = {
+                "divide_before_rounding_rel_l2_finite": float(
+                    np.linalg.norm((before - exact)[finite_before]) / scale),
+                "divide_after_rounding_rel_l2_finite": float(
+                    np.linalg.norm((after - exact)[finite_after]) / scale),
+                "divide_before_nonfinite": int(np.sum(~np.isfinite(before))),
+                "divide_after_nonfinite": int(np.sum(~np.isfinite(after))),
+            }
+    return results
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=64, help="tensor size in MiB of float32")
+    parser.add_argument("--repetitions", type=int, default=15)
+    parser.add_argument("--json", help="write the results here (rank 0)")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+    import tfdist
+
+    tfdist.init()
+    compressions = {"none": tfdist.Compression.none, "fp16": tfdist.Compression.fp16,
+                    "bf16": tfdist.Compression.bf16}
+    elements = args.mib * (1 << 20) // 4
+    tensor = tf.constant(np.random.RandomState(tfdist.rank()).normal(0, 1e-2, elements)
+                         .astype(np.float32))
+    results = {
+        "command": "tfdistrun -np %d python -m benchmarks.compression_allreduce %s"
+                   % (tfdist.size(), " ".join(argv)),
+        "ranks": tfdist.size(),
+        "tensor_mib": args.mib,
+        "repetitions": args.repetitions,
+        "note": "medians of interleaved repetitions; shared, loaded 2-core machine",
+        "timings": _timings(tfdist, tensor, compressions, args.repetitions),
+        "average_error": _errors(tfdist, compressions),
+    }
+    if tfdist.rank() == 0:
+        print(json.dumps(results, indent=2))
+        _write_json(args.json, results)
+    tfdist.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
