@@ -146,3 +146,87 @@ def link_cost() -> Dict[str, float]:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
     return dict(zip(("latency_s", "seconds_per_byte", "reduce_seconds_per_byte"),
                     (v.value for v in values)))
+
+
+# Per-rank state (compression residuals and factors), for checkpoints.
+# Codes are cc/core/data_type.h's DataType values.
+_STATE_DTYPES = ("uint8", "int8", "int32", "int64", "float16", None, "float32", "float64",
+                 "bool")
+
+
+def _state_api() -> ctypes.CDLL:
+    lib = _library.control()
+    if not getattr(lib, "_tfdist_state_declared", False):
+        lib.tfdist_state_names.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+        lib.tfdist_state_names.restype = ctypes.c_int64
+        lib.tfdist_state_describe.argtypes = [
+            ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+        lib.tfdist_state_describe.restype = ctypes.c_int
+        lib.tfdist_state_read.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64]
+        lib.tfdist_state_read.restype = ctypes.c_int
+        lib.tfdist_state_clear.argtypes = []
+        lib.tfdist_state_clear.restype = ctypes.c_int
+        lib.tfdist_state_write.argtypes = [
+            ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+            ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
+        lib.tfdist_state_write.restype = ctypes.c_int
+        lib._tfdist_state_declared = True
+    return lib
+
+
+def rank_state() -> Dict[str, "numpy.ndarray"]:
+    """A copy of this rank's own state, keyed by stable names.
+
+    Today that is the lossy compressors' state: error-feedback residuals
+    (``topk.residual/<tensor>``, ``powersgd.residual/<tensor>``), PowerSGD's
+    warm-start factors (``powersgd.q/<tensor>``) and step counts
+    (``step/<name>``). Ranks hold different values; a checkpoint saves each
+    rank's and gives them back with ``restore_rank_state``.
+    """
+    import numpy
+
+    lib = _state_api()
+    needed = lib.tfdist_state_names(None, 0)
+    if needed < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    buffer = ctypes.create_string_buffer(max(int(needed), 1))
+    lib.tfdist_state_names(buffer, needed)
+    names = [n for n in buffer.raw[:needed].split(b"\0") if n]
+    state: Dict[str, numpy.ndarray] = {}
+    for name in names:
+        dtype, dims, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+        shape = (ctypes.c_int64 * 8)()
+        if lib.tfdist_state_describe(name, dtype, dims, shape, 8, nbytes) != 0:
+            continue  # dropped meanwhile
+        array = numpy.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
+        if lib.tfdist_state_read(name, array.ctypes.data, nbytes.value) == 0:
+            state[name.decode()] = array
+    return state
+
+
+def restore_rank_state(state: Dict[str, "numpy.ndarray"]) -> None:
+    """Replaces this rank's state with ``state`` (what ``rank_state`` returned).
+
+    Everything not in ``state`` is dropped, so a compressor restored this way
+    continues exactly where the saved one stood; an empty dict resets it.
+    """
+    import numpy
+
+    lib = _state_api()
+    arrays = {}
+    for name, value in state.items():
+        array = numpy.ascontiguousarray(value)
+        if array.dtype.name not in _STATE_DTYPES:
+            raise TypeError(f"rank state {name!r}: unsupported dtype {array.dtype}")
+        arrays[name] = array
+    if lib.tfdist_state_clear() < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    error = ctypes.create_string_buffer(1024)
+    for name, array in arrays.items():
+        shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        code = lib.tfdist_state_write(name.encode(), _STATE_DTYPES.index(array.dtype.name),
+                                      shape, array.ndim, array.ctypes.data, array.nbytes,
+                                      error, len(error))
+        if code != 0:
+            raise ValueError(f"rank state {name!r}: {error.value.decode(errors='replace')}")
