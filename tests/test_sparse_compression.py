@@ -13,8 +13,9 @@ from mpi_harness import run_workers
 
 # The 400-step error-feedback run once (np=2); np=4 covers uneven k and more ranks.
 @pytest.mark.parametrize("np_,args", [(2, ["--error-feedback"]), (4, [])])
-def test_sparse_compression_matches_numpy(np_, args):
-    output = run_workers("sparse_compression_worker.py", np_, args=args, timeout=240)
+def test_sparse_compression_matches_numpy(np_, args, tmp_path):
+    output = run_workers("sparse_compression_worker.py", np_, args=[str(tmp_path), *args],
+                         timeout=240)
     assert output.count("sparse compression checks passed") == np_, output[-3000:]
     if args:
         assert "error feedback: relative L2 error" in output

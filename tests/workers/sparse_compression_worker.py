@@ -362,6 +362,19 @@ def check_fit_with_powersgd(steps=3, lr=0.1, momentum=0.9):
     assert f"powersgd.residual/{names[0]}" in runtime.rank_state()
 
 
+def check_save_and_load(directory):
+    for compressor in (hvd.Compression.topk(0.3, error_feedback=False),
+                       hvd.Compression.powersgd(2, start_step=4)):
+        model = make_model()
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1),
+                                                         compression=compressor), loss="mse")
+        path = f"{directory}/{compressor.name}-rank{hvd.rank()}.keras"
+        model.save(path)
+        restored = hvd.load_model(path).optimizer.distributed_settings.compression
+        assert type(restored) is type(compressor), restored
+        assert restored.get_config() == compressor.get_config(), restored
+
+
 def _reference_sgd_grouped(size, steps, lr, momentum, combine):
     """Like reference_sgd, with ``combine(per_rank_gradient_lists)`` giving the mean."""
     from keras_common import initial_weights, local_gradients
@@ -389,6 +402,7 @@ def main():
     check_powersgd_start_step()
     check_fit_and_tape_with_topk()
     check_fit_with_powersgd()
+    check_save_and_load(sys.argv[1])
     if "--error-feedback" in sys.argv:
         check_error_feedback()
     print("sparse compression checks passed", flush=True)
