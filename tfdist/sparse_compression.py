@@ -11,7 +11,10 @@ allreduce, decompress":
   gathered pairs would cost more than a dense allreduce on the measured link
   (``tfdist.link_cost()``), the call sends gradient + residual dense instead.
 - **PowerSGD** (rank r, error_feedback, start_step): a tensor of rank >= 2
-  is viewed as n×m (first dimension × the rest) and, when (n+m)·r·2 < n·m,
+  is viewed as an n×m matrix, m its last dimension and n the product of the
+  others (Keras keeps a layer's outputs last: a Dense kernel is in×out, a
+  Conv2D kernel kh×kw×in×out, so this is fan-in × fan-out, the view PyTorch
+  gets with out × rest in its own layout); when (n+m)·r·2 < n·m it is
   replaced by two thin factors: P = M Q is allreduced together with the
   tensors not worth compressing (one fused grouped allreduce), orthonormalised
   (C++), and Q = Mᵀ P̂ is allreduced in a second round. Q warm-starts the
@@ -226,11 +229,11 @@ class PowerSGDCompressor(Compressor):
         return sum(self.wire.by_call.values())
 
     def compresses(self, shape: Sequence[int]) -> bool:
-        """Whether a tensor of this shape goes as factors (rank >= 2 and (n+m)·r·2 < n·m)."""
+        """Whether a tensor of this shape goes as factors: rank >= 2 and (n+m)·r·2 < n·m
+        for n×m = (product of all but the last dimension) × last."""
         if len(shape) < 2:
             return False
-        n = int(shape[0])
-        m = int(math.prod(shape[1:]))
+        n, m = _matrix_view(shape)
         return n > 0 and m > 0 and (n + m) * self.rank * 2 < n * m
 
     def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,
@@ -266,8 +269,7 @@ class PowerSGDCompressor(Compressor):
         accumulated, q_start, p_local = {}, {}, {}
         for i in chosen:
             shape = tensors[i].shape.as_list()
-            matrix = tf.reshape(tf.cast(tensors[i], tf.float32),
-                                [shape[0], int(math.prod(shape[1:]))])
+            matrix = tf.reshape(tf.cast(tensors[i], tf.float32), list(_matrix_view(shape)))
             accumulated[i], q_start[i] = library.tfdist_powersgd_prepare(
                 matrix, state_name=names[i], rank=self.rank, error_feedback=self.error_feedback)
             p_local[i] = tf.matmul(accumulated[i], q_start[i])
@@ -291,6 +293,11 @@ class PowerSGDCompressor(Compressor):
         full = sum(_nbytes(t) for t in tensors)
         self.wire.record(key, dense_wire_bytes(sent, size), dense_wire_bytes(full, size))
         return result
+
+
+def _matrix_view(shape: Sequence[int]) -> tuple:
+    """(n, m): the product of all dimensions but the last, and the last."""
+    return int(math.prod(shape[:-1])), int(shape[-1])
 
 
 def _nbytes(tensor: tf.Tensor) -> int:

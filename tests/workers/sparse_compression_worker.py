@@ -22,7 +22,7 @@ from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, make_
                           rank_data, reference_sgd)
 from mpi_harness import worker_main
 
-SHAPES = [(40, 30), (30,), (8, 3, 3, 4)]
+SHAPES = [(40, 30), (30,), (3, 3, 4, 8)]
 
 
 def rank_tensors(rank, step):
@@ -159,7 +159,7 @@ class PowerSgdReference:
             shape = per_rank[0][i].shape
             ms = []
             for r, arrays in enumerate(per_rank):
-                m = arrays[i].reshape(shape[0], -1).astype(np.float64)
+                m = arrays[i].reshape(-1, shape[-1]).astype(np.float64)
                 if self.ef:
                     m = m + self.residual.get((r, i), 0)
                 ms.append(m)
@@ -181,7 +181,7 @@ def check_powersgd_allreduce():
         compressed = [i for i, s in enumerate(SHAPES) if compressor.compresses(s)]
         assert compressed == [0, 2], compressed
         rng = np.random.RandomState(5)
-        q0 = {i: rng.normal(0, 1, (int(np.prod(SHAPES[i][1:])), 2)).astype("float32")
+        q0 = {i: rng.normal(0, 1, (SHAPES[i][-1], 2)).astype("float32")
               for i in compressed}
         state = runtime.rank_state()
         state.update({f"powersgd.q/{names[i]}": q for i, q in q0.items()})
