@@ -105,7 +105,7 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     model = build_model(kind)
     compressor = run["make"]()
     optimizer = hvd.DistributedOptimizer(
-        keras.optimizers.SGD(args.learning_rate, momentum=0.9), compression=compressor)
+        keras.optimizers.SGD(args.learning_rate, momentum=args.momentum), compression=compressor)
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=False)
@@ -185,6 +185,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--batch", type=int, default=32, help="per rank")
     parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--target", type=float, default=0.95,
                         help="validation accuracy for time-to-target")
     parser.add_argument("--seed", type=int, default=0)
