@@ -27,6 +27,7 @@ checkpoint. Only Sum and Average can be compressed this way.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Dict, List, Optional, Sequence
 
 import tensorflow as tf
@@ -100,7 +101,7 @@ class TopKCompressor(Compressor):
     name = "topk"
 
     def __init__(self, ratio: float, error_feedback: bool = True) -> None:
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (
+        if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not (
                 0.0 < float(ratio) <= 1.0):
             raise ValueError(f"Compression.topk: ratio must be a number in (0, 1], got {ratio!r}")
         self.ratio = float(ratio)
@@ -206,14 +207,15 @@ class PowerSGDCompressor(Compressor):
     name = "powersgd"
 
     def __init__(self, rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
             raise ValueError(f"Compression.powersgd: rank must be an integer >= 1, got {rank!r}")
-        if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
+        if (isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral)
+                or start_step < 0):
             raise ValueError("Compression.powersgd: start_step must be an integer >= 0, "
                              f"got {start_step!r}")
-        self.rank = rank
+        self.rank = int(rank)
         self.error_feedback = bool(error_feedback)
-        self.start_step = start_step
+        self.start_step = int(start_step)
         self.wire = _WireCounter()
 
     def get_config(self) -> Dict[str, Any]:
