@@ -142,6 +142,20 @@ class Compression:
     bf16 = BF16Compressor()
 
     @staticmethod
+    def topk(ratio: float, error_feedback: bool = True) -> Compressor:
+        """Sends the ceil(ratio·n) largest-magnitude entries of each gradient (plus its
+        residual, with ``error_feedback``); see tfdist/sparse_compression.py."""
+        from tfdist.sparse_compression import TopKCompressor
+        return TopKCompressor(ratio, error_feedback=error_feedback)
+
+    @staticmethod
+    def powersgd(rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> Compressor:
+        """PowerSGD of rank ``rank`` on matrices (dense before ``start_step`` calls);
+        see tfdist/sparse_compression.py."""
+        from tfdist.sparse_compression import PowerSGDCompressor
+        return PowerSGDCompressor(rank, error_feedback=error_feedback, start_step=start_step)
+
+    @staticmethod
     def by_name(name: str) -> Compressor:
         """The compressor called ``name`` ("none", "fp16" or "bf16"); used when restoring a config."""
         for compressor in (Compression.none, Compression.fp16, Compression.bf16):
@@ -154,4 +168,7 @@ class Compression:
         """The compressor a ``get_config()`` dict (or, from older saves, a name) describes."""
         if isinstance(config, str):
             return Compression.by_name(config)
+        if config["name"] in ("topk", "powersgd"):
+            from tfdist.sparse_compression import from_config
+            return from_config(config)
         return Compression.by_name(config["name"])

@@ -6,10 +6,8 @@ import ctypes
 import warnings
 from typing import Any, Dict, Optional
 
-import numpy as np
-
 from tfdist import _library
-from tfdist.config import RuntimeSettings
+from tfdist.config import ALGORITHMS, RuntimeSettings
 
 
 class NotInitializedError(RuntimeError):
@@ -18,6 +16,13 @@ class NotInitializedError(RuntimeError):
 
 class InitError(RuntimeError):
     """The runtime could not start; the message says why."""
+
+
+_STAT_NAMES = (
+    "allreduce_calls", "tensors_reduced", "bytes_reduced", "allgather_calls",
+    "broadcast_calls", "alltoall_calls", "reducescatter_calls", "negotiation_rounds",
+    "cached_rounds", "errors",
+)
 
 
 def init(comm: Any = None, **settings: Any) -> None:
@@ -108,23 +113,14 @@ def stats() -> Dict[str, Any]:
     ``allreduce_calls`` counts allreduce collectives executed and
     ``tensors_reduced`` the tensors that went through them (more tensors than
     calls means fusion happened); ``algorithm_calls`` maps algorithm names to
-    how many allreduces ran with each. ``bytes_sent`` is the payload this
-    rank put on the wire in all collectives (negotiation not included) and
-    ``bytes_uncompressed`` what those collectives would have sent without
-    compression (equal to ``bytes_sent`` when nothing is compressed).
+    how many allreduces ran with each.
     """
-    names = _library.stat_names()  # the library's names and order
-    values = (ctypes.c_uint64 * len(names))()
+    values = (ctypes.c_uint64 * 32)()
     count = _library.control().tfdist_stats(values, len(values))
     if count < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    result: Dict[str, Any] = {}
-    for name, value in zip(names, values[:count]):
-        *groups, key = name.split(".")
-        table = result
-        for group in groups:  # "algorithm_calls.ring" -> result["algorithm_calls"]["ring"]
-            table = table.setdefault(group, {})
-        table[key] = value
+    result: Dict[str, Any] = dict(zip(_STAT_NAMES, values[:len(_STAT_NAMES)]))
+    result["algorithm_calls"] = dict(zip(ALGORITHMS, values[len(_STAT_NAMES):count]))
     return result
 
 
@@ -135,12 +131,11 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
     link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
     are reduced in float32, so pass twice their byte size.
     """
-    algorithms = _library.allreduce_algorithms()
-    requested = algorithms.index(algorithm or "auto")
+    requested = ALGORITHMS.index(algorithm or "auto")
     chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
     if chosen < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    return algorithms[chosen]
+    return ALGORITHMS[chosen]
 
 
 def link_cost() -> Dict[str, float]:
@@ -153,21 +148,85 @@ def link_cost() -> Dict[str, float]:
                     (v.value for v in values)))
 
 
-def rank_state() -> Dict[str, np.ndarray]:
-    """A copy of every array of state this rank alone holds, keyed by a stable name.
+# Per-rank state (compression residuals and factors), for checkpoints.
+# Codes are cc/core/data_type.h's DataType values.
+_STATE_DTYPES = ("uint8", "int8", "int32", "int64", "float16", None, "float32", "float64",
+                 "bool")
 
-    This is what checkpoints keep per rank (e.g. the error-feedback residuals
-    of lossy gradient compression). Empty while no part of tfdist keeps
-    per-rank state.
+
+def _state_api() -> ctypes.CDLL:
+    lib = _library.control()
+    if not getattr(lib, "_tfdist_state_declared", False):
+        lib.tfdist_state_names.argtypes = [ctypes.c_char_p, ctypes.c_int64]
+        lib.tfdist_state_names.restype = ctypes.c_int64
+        lib.tfdist_state_describe.argtypes = [
+            ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+        lib.tfdist_state_describe.restype = ctypes.c_int
+        lib.tfdist_state_read.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64]
+        lib.tfdist_state_read.restype = ctypes.c_int
+        lib.tfdist_state_clear.argtypes = []
+        lib.tfdist_state_clear.restype = ctypes.c_int
+        lib.tfdist_state_write.argtypes = [
+            ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+            ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
+        lib.tfdist_state_write.restype = ctypes.c_int
+        lib._tfdist_state_declared = True
+    return lib
+
+
+def rank_state() -> Dict[str, "numpy.ndarray"]:
+    """A copy of this rank's own state, keyed by stable names.
+
+    Today that is the lossy compressors' state: error-feedback residuals
+    (``topk.residual/<tensor>``, ``powersgd.residual/<tensor>``), PowerSGD's
+    warm-start factors (``powersgd.q/<tensor>``) and step counts
+    (``step/<name>``). Ranks hold different values; a checkpoint saves each
+    rank's and gives them back with ``restore_rank_state``.
     """
-    return {}
+    import numpy
+
+    lib = _state_api()
+    needed = lib.tfdist_state_names(None, 0)
+    if needed < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    buffer = ctypes.create_string_buffer(max(int(needed), 1))
+    lib.tfdist_state_names(buffer, needed)
+    names = [n for n in buffer.raw[:needed].split(b"\0") if n]
+    state: Dict[str, numpy.ndarray] = {}
+    for name in names:
+        dtype, dims, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+        shape = (ctypes.c_int64 * 8)()
+        if lib.tfdist_state_describe(name, dtype, dims, shape, 8, nbytes) != 0:
+            continue  # dropped meanwhile
+        array = numpy.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
+        if lib.tfdist_state_read(name, array.ctypes.data, nbytes.value) == 0:
+            state[name.decode()] = array
+    return state
 
 
-def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
-    """Puts back what ``rank_state()`` returned on this rank when a checkpoint was saved.
+def restore_rank_state(state: Dict[str, "numpy.ndarray"]) -> None:
+    """Replaces this rank's state with ``state`` (what ``rank_state`` returned).
 
-    An empty dict means "start fresh": checkpoint restore passes one when the
-    checkpoint was saved with another number of ranks, since one rank's
-    residuals mean nothing to another rank.
+    Everything not in ``state`` is dropped, so a compressor restored this way
+    continues exactly where the saved one stood; an empty dict resets it.
     """
-    del state  # nothing to put back while no part of tfdist keeps per-rank state
+    import numpy
+
+    lib = _state_api()
+    arrays = {}
+    for name, value in state.items():
+        array = numpy.ascontiguousarray(value)
+        if array.dtype.name not in _STATE_DTYPES:
+            raise TypeError(f"rank state {name!r}: unsupported dtype {array.dtype}")
+        arrays[name] = array
+    if lib.tfdist_state_clear() < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    error = ctypes.create_string_buffer(1024)
+    for name, array in arrays.items():
+        shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        code = lib.tfdist_state_write(name.encode(), _STATE_DTYPES.index(array.dtype.name),
+                                      shape, array.ndim, array.ctypes.data, array.nbytes,
+                                      error, len(error))
+        if code != 0:
+            raise ValueError(f"rank state {name!r}: {error.value.decode(errors='replace')}")

@@ -30,6 +30,9 @@ Status NotInitializedError(const std::string& what) {
 }
 
 void SetCurrentRuntime(RuntimeHandle handle) {
+  if (handle.runtime && !handle.compression_state) {
+    handle.compression_state = std::make_shared<StateStore>();
+  }
   std::lock_guard<std::mutex> lock(HandleMutex());
   Handle() = std::move(handle);
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cc/core/compression/state_store.h"
 #include "cc/core/runtime/runtime.h"
 #include "cc/core/runtime/topology.h"
 
@@ -15,6 +16,9 @@ namespace tfdist {
 struct RuntimeHandle {
   std::shared_ptr<Runtime> runtime;
   Topology topology;
+  // Error-feedback residuals and PowerSGD factors of this rank; made with
+  // the runtime and dropped with it.
+  std::shared_ptr<StateStore> compression_state;
 };
 
 // Empty runtime when tfdist is not initialized.

@@ -1,0 +1,250 @@
+"""Training with each gradient compressor: accuracy, wire bytes per step, step time, time to target.
+
+    mpirun -np 2 python -m benchmarks.compression --json docs/bench/compression-np2.json
+    TFDIST_VIRTUAL_HOSTS=4 TFDIST_EMULATED_BANDWIDTH=1.25e8 \\
+        mpirun -np 4 python -m benchmarks.compression --json docs/bench/compression-np4-1gbit.json
+
+Trains, in one job, the digits MLP and a small CNN (scikit-learn's 8x8
+digits, examples/digits_data.py; each rank its shard, the validation set
+whole) with ``DistributedOptimizer`` and each compressor: none, fp16, bf16
+(when this build has it), top-k 1% and PowerSGD rank 2, the lossy ones with
+and without error feedback. Every run starts from the same seed. Per run it
+reports the final validation accuracy, the bytes this rank puts on the wire
+per step, the median step time and the training time until the validation
+accuracy first reaches the target (checked after every epoch; evaluation
+time not counted).
+
+Wire bytes come from the compressors' own accounting (top-k: the allgather
+of (index, value) pairs; PowerSGD: the P and Q rounds and the tensors it
+sends dense) with the formulas of the bandwidth-optimal allreduce,
+2(P-1)/P bytes sent per byte reduced, and the ring allgather, (P-1) times a
+rank's block; ``tfdist.stats()["bytes_sent"]`` is reported beside them when
+the library has that counter. Fashion-MNIST is used only when Debian's
+``dataset-fashion-mnist`` package is installed (it is not on the machine
+these results come from).
+
+The TFDIST_* environment (virtual hosts, emulated links) is passed through
+to the runtime untouched and recorded in the JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+MODELS = ("mlp", "cnn")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def build_model(kind: str):
+    """The digits MLP (64-128-10) and a small CNN (two 3x3 convolutions, then 512-64-10)."""
+    import keras
+    if kind == "mlp":
+        return keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+                                 keras.layers.Dense(128, activation="relu"),
+                                 keras.layers.Dense(10)])
+    if kind == "cnn":
+        return keras.Sequential([keras.Input((8, 8, 1)),
+                                 keras.layers.Conv2D(16, 3, activation="relu"),
+                                 keras.layers.Conv2D(32, 3, activation="relu"),
+                                 keras.layers.Flatten(),
+                                 keras.layers.Dense(64, activation="relu"),
+                                 keras.layers.Dense(10)])
+    raise ValueError(f"unknown model {kind!r}; expected one of {MODELS}")
+
+
+def compressors() -> List[Dict[str, Any]]:
+    """(label, factory, error_feedback) for every configuration of the comparison."""
+    import tfdist
+    runs: List[Dict[str, Any]] = [{"compression": "none", "make": lambda: tfdist.Compression.none,
+                                   "error_feedback": None}]
+    for name in ("fp16", "bf16"):
+        if hasattr(tfdist.Compression, name):
+            runs.append({"compression": name,
+                         "make": (lambda n=name: getattr(tfdist.Compression, n)),
+                         "error_feedback": None})
+    for ef in (True, False):
+        runs.append({"compression": "topk(0.01)", "error_feedback": ef,
+                     "make": (lambda ef=ef: tfdist.Compression.topk(0.01, error_feedback=ef))})
+    for ef in (True, False):
+        runs.append({"compression": "powersgd(2)", "error_feedback": ef,
+                     "make": (lambda ef=ef: tfdist.Compression.powersgd(2, error_feedback=ef))})
+    return runs
+
+
+def dense_gradient_bytes(model) -> int:
+    return sum(int(v.shape.num_elements()) * 4 for v in model.trainable_variables)
+
+
+def wire_bytes_per_step(compressor, gradient_bytes: int, size: int) -> int:
+    """What this rank sends per step, by the algorithms' formulas (module docstring)."""
+    from tfdist.sparse_compression import dense_wire_bytes
+    if hasattr(compressor, "wire_bytes"):
+        return compressor.wire_bytes()
+    factor = 0.5 if compressor.name in ("fp16", "bf16") else 1.0
+    return dense_wire_bytes(int(gradient_bytes * factor), size)
+
+
+def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
+    """One training run; every rank returns the same record."""
+    import keras
+    import numpy as np
+    import tfdist
+    import tfdist.keras as hvd
+    from tfdist import runtime
+
+    x_train, y_train, x_val, y_val = data
+    runtime.restore_rank_state({})  # no residuals from the previous run
+    keras.utils.set_random_seed(args.seed)
+    model = build_model(kind)
+    compressor = run["make"]()
+    optimizer = hvd.DistributedOptimizer(
+        keras.optimizers.SGD(args.learning_rate, momentum=args.momentum), compression=compressor)
+    model.compile(optimizer=optimizer,
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], jit_compile=False)
+    steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
+    stats_before = tfdist.stats()
+    epoch_times: List[float] = []
+    accuracies: List[float] = []
+    trained = 0.0
+    time_to_target: Optional[float] = None
+    for _ in range(args.epochs):
+        start = time.perf_counter()
+        model.fit(x_train, y_train, batch_size=args.batch, epochs=1, shuffle=True, verbose=0)
+        elapsed = time.perf_counter() - start
+        epoch_times.append(elapsed)
+        trained += elapsed
+        accuracy = float(np.mean(np.argmax(model.predict(x_val, verbose=0), axis=1) == y_val))
+        accuracies.append(accuracy)
+        if time_to_target is None and accuracy >= args.target:
+            time_to_target = trained
+    steps = steps_per_epoch * args.epochs
+    stats_after = tfdist.stats()
+    gradient_bytes = dense_gradient_bytes(model)
+    # The optimizer keeps its own copy of the compressor (rebuilt from its
+    # config); that copy counted the bytes.
+    compressor = model.optimizer.distributed_settings.compression
+    record = {
+        "model": kind,
+        "compression": run["compression"],
+        "error_feedback": run["error_feedback"],
+        "parameters": gradient_bytes // 4,
+        "val_accuracy": accuracies[-1],
+        "val_accuracy_by_epoch": accuracies,
+        "wire_bytes_per_step": wire_bytes_per_step(compressor, gradient_bytes, tfdist.size()),
+        # Epoch 0 includes tracing; the median of the rest is the steady state.
+        "step_time_s": statistics.median(epoch_times[1:] or epoch_times) / steps_per_epoch,
+        "time_to_target_s": time_to_target,
+        "steps": steps,
+    }
+    if "bytes_sent" in stats_after:
+        record["counter_bytes_sent_per_step"] = (
+            (stats_after["bytes_sent"] - stats_before["bytes_sent"]) / steps)
+    return record
+
+
+def add_ratios(records: List[Dict[str, Any]]) -> None:
+    """Each record's wire bytes, step time and time to target relative to "none" on its model."""
+    base = {r["model"]: r for r in records if r["compression"] == "none"}
+    for r in records:
+        b = base[r["model"]]
+        r["wire_ratio"] = (r["wire_bytes_per_step"] / b["wire_bytes_per_step"]
+                           if b["wire_bytes_per_step"] else None)
+        r["step_time_ratio"] = r["step_time_s"] / b["step_time_s"]
+        r["accuracy_delta_points"] = 100 * (r["val_accuracy"] - b["val_accuracy"])
+        r["time_to_target_ratio"] = (
+            r["time_to_target_s"] / b["time_to_target_s"]
+            if r["time_to_target_s"] is not None and b["time_to_target_s"] else None)
+
+
+def print_table(records: List[Dict[str, Any]], target: float) -> None:
+    print(f"{'model':5} {'compression':13} {'EF':5} {'val acc':>8} {'Δ pts':>6} "
+          f"{'wire B/step':>12} {'wire×':>6} {'step ms':>8} {'step×':>6} "
+          f"{'to ' + format(target, '.2f'):>8} {'×':>5}")
+    for r in records:
+        ef = "" if r["error_feedback"] is None else ("on" if r["error_feedback"] else "off")
+        ttt = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f}s"
+        ttr = "" if r["time_to_target_ratio"] is None else f"{r['time_to_target_ratio']:.2f}"
+        print(f"{r['model']:5} {r['compression']:13} {ef:5} {r['val_accuracy']:8.4f} "
+              f"{r['accuracy_delta_points']:+6.2f} {r['wire_bytes_per_step']:12d} "
+              f"{r['wire_ratio']:6.3f} {1000 * r['step_time_s']:8.2f} "
+              f"{r['step_time_ratio']:6.2f} {ttt:>8} {ttr:>5}", flush=True)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compression",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=32, help="per rank")
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--target", type=float, default=0.95,
+                        help="validation accuracy for time-to-target")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="comma-separated compression labels to run")
+    parser.add_argument("--json", help="write the results here (rank 0)")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import tfdist
+    sys.path.insert(0, str(REPO / "examples"))
+    from digits_data import load_shards
+
+    tfdist.init()
+    rank, size = tfdist.rank(), tfdist.size()
+    x_train, y_train, x_val, y_val = load_shards(rank, size)
+    # Equal whole batches on every rank, so that every rank runs the same steps.
+    per_rank = (len(load_shards(0, 1)[0]) // size) // args.batch * args.batch
+    data = (x_train[:per_rank], y_train[:per_rank], x_val, y_val)
+    fashion = os.system("dpkg -s dataset-fashion-mnist >/dev/null 2>&1") == 0
+    runs = compressors()
+    if args.only:
+        wanted = set(args.only.split(","))
+        runs = [r for r in runs if r["compression"] in wanted or r["compression"] == "none"]
+    records = []
+    for kind in args.models.split(","):
+        for run in runs:
+            records.append(train(kind, run, data, args))
+            if rank == 0:
+                r = records[-1]
+                print(f"  {kind} {run['compression']} ef={run['error_feedback']}: "
+                      f"acc {r['val_accuracy']:.4f}, {r['wire_bytes_per_step']} B/step, "
+                      f"{1000 * r['step_time_s']:.2f} ms/step", flush=True)
+    add_ratios(records)
+    if rank == 0:
+        print_table(records, args.target)
+        if not fashion:
+            print("Fashion-MNIST skipped: Debian's dataset-fashion-mnist is not installed.")
+        if args.json:
+            result = {
+                "command": f"mpirun -np {size} python -m benchmarks.compression "
+                           + " ".join(argv),
+                "np": size,
+                "host": platform.node(),
+                "cores": os.cpu_count(),
+                "note": "machine shared with other jobs: compare ratios, not absolute times",
+                "tfdist_environment": {k: v for k, v in os.environ.items()
+                                       if k.startswith("TFDIST_")},
+                "link_cost": tfdist.link_cost(),
+                "fashion_mnist": "used" if fashion else "skipped (dataset-fashion-mnist absent)",
+                "settings": vars(args),
+                "results": records,
+            }
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,67 @@
+#include "cc/core/compression/powersgd.h"
+
+#include <cmath>
+#include <vector>
+
+namespace tfdist {
+
+bool PowerSgdCompresses(int64_t n, int64_t m, int64_t rank) {
+  return n > 0 && m > 0 && rank > 0 && (n + m) * rank * 2 < n * m;
+}
+
+namespace {
+
+// SplitMix64: a tiny generator with a fixed definition, so Q's first value
+// does not depend on the standard library's distributions.
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double Uniform01(uint64_t* state) {
+  // 53 random bits in (0, 1): never 0, so the logarithm below is finite.
+  return (static_cast<double>(SplitMix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t hash = 0xCBF29CE484222325ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001B3ull;
+  return hash;
+}
+
+}  // namespace
+
+void PowerSgdInitialQ(const std::string& name, size_t m, size_t rank, float* q) {
+  uint64_t state = Fnv1a(name);
+  const double two_pi = 6.283185307179586;
+  for (size_t i = 0; i < m * rank; ++i) {
+    // Box-Muller, one value per pair of uniforms: simple and fixed.
+    const double u1 = Uniform01(&state);
+    const double u2 = Uniform01(&state);
+    q[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
+  }
+}
+
+void PowerSgdFinish(const float* accumulated, const float* p_hat, const float* q_local,
+                    const float* q_reduced, size_t n, size_t m, size_t rank, float* output,
+                    float* residual) {
+  for (size_t i = 0; i < n; ++i) {
+    const float* p_row = p_hat + i * rank;
+    for (size_t j = 0; j < m; ++j) {
+      double reduced = 0.0;
+      double local = 0.0;
+      for (size_t c = 0; c < rank; ++c) {
+        reduced += static_cast<double>(p_row[c]) * q_reduced[j * rank + c];
+        local += static_cast<double>(p_row[c]) * q_local[j * rank + c];
+      }
+      output[i * m + j] = static_cast<float>(reduced);
+      if (residual != nullptr) {
+        residual[i * m + j] = static_cast<float>(accumulated[i * m + j] - local);
+      }
+    }
+  }
+}
+
+}  // namespace tfdist

@@ -1,0 +1,36 @@
+// Top-k sparsification with error feedback (Aji & Heafield 2017; Stich et al.
+// 2018): each step a rank sends only the k entries of (gradient + residual)
+// with the largest magnitude, as (index, value) pairs, and keeps everything
+// else as its residual for the next step. Entries never sent are therefore
+// delayed, not lost.
+#ifndef TFDIST_CORE_COMPRESSION_TOPK_H_
+#define TFDIST_CORE_COMPRESSION_TOPK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cc/core/status.h"
+
+namespace tfdist {
+
+// k = ceil(ratio * n), clamped to [1, n] (0 when n is 0). The product is
+// nudged down by a relative 1e-9 so that ratios that are not exact in binary
+// (0.07 * 100 = 7.000000000000001) still give the k a person expects; the
+// Python side uses the same formula (tfdist/sparse_compression.py).
+size_t TopkCount(double ratio, size_t n);
+
+// Selects the k entries of `accumulated` (n floats) with the largest
+// magnitude. Ties break towards the lower index and NaN ranks above every
+// number, so the selection is a pure function of the input and identical on
+// every rank and every run. Writes the chosen indices in increasing order to
+// `indices` and their values (bit-exact copies) to `values`, both of length
+// k. When `residual` is not null it receives the entries not chosen, with 0
+// at the chosen ones, so that for every i the value sent (or 0) plus
+// residual[i] reproduces accumulated[i] exactly. `residual` may alias
+// `accumulated`.
+Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices,
+                  float* values, float* residual);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COMPRESSION_TOPK_H_
