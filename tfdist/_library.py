@@ -71,4 +71,8 @@ def control() -> ctypes.CDLL:
     lib.tfdist_resolve_algorithm.restype = ctypes.c_int
     lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double)] * 3
     lib.tfdist_link_cost.restype = ctypes.c_int
+    lib.tfdist_network_cost.argtypes = [ctypes.POINTER(ctypes.c_double)]
+    lib.tfdist_network_cost.restype = ctypes.c_int
+    lib.tfdist_predict_allreduce_seconds.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.tfdist_predict_allreduce_seconds.restype = ctypes.c_double
     return lib

@@ -26,16 +26,18 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
   tfdist::RuntimeHandle handle;
-  status = tfdist::DiscoverTopology(comm, &handle.topology);
+  // The real machine (not virtual hosts) decides whether ranks share cores.
+  tfdist::Topology machine;
+  status = tfdist::DiscoverTopology(comm, /*virtual_hosts=*/0, &machine);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   // More ranks on this node than cores (mpirun --oversubscribe): waiting
   // ranks must yield their core to the peers they wait for.
   const unsigned cores = std::thread::hardware_concurrency();
-  tfdist::SetCoresOversubscribed(cores > 0 &&
-                                 static_cast<unsigned>(handle.topology.local_size) > cores);
+  tfdist::SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
   std::unique_ptr<tfdist::Runtime> runtime;
   status = tfdist::Runtime::Create(comm, config, &runtime);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
+  handle.topology = runtime->topology();
   handle.runtime = std::move(runtime);
   tfdist::SetCurrentRuntime(std::move(handle));
   return 0;
@@ -71,7 +73,8 @@ int tfdist_stats(uint64_t* out, int capacity) {
       s.broadcast_calls, s.alltoall_calls, s.reducescatter_calls,
       s.negotiation_rounds, s.cached_rounds, s.errors,
       s.algorithm_calls[0], s.algorithm_calls[1], s.algorithm_calls[2],
-      s.algorithm_calls[3], s.algorithm_calls[4], s.algorithm_calls[5]};
+      s.algorithm_calls[3], s.algorithm_calls[4], s.algorithm_calls[5],
+      s.algorithm_calls[6]};
   const int n = static_cast<int>(sizeof values / sizeof values[0]);
   const int written = n < capacity ? n : capacity;
   std::memcpy(out, values, written * sizeof(uint64_t));

@@ -39,7 +39,7 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
   AllreduceAlgorithm algorithm =
       requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
   if (algorithm == AllreduceAlgorithm::kAuto) {
-    algorithm = ChooseAllreduce(transport_.size(), bytes, link_cost_);
+    algorithm = ChooseAllreduce(hosts_, bytes, network_);
   }
   return algorithm;
 }
@@ -49,7 +49,9 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
   if (algorithm == AllreduceAlgorithm::kMpi) {
     return MpiNativeAllreduce(transport_.comm(), buffer, count, dtype, op);
   }
-  return RunAllreduce(algorithm, transport_, buffer, count, dtype, op);
+  LinkCost inter_host = network_.inter;
+  inter_host.reduce_seconds_per_byte = network_.intra.reduce_seconds_per_byte;
+  return RunAllreduce(algorithm, links_, hosts_, inter_host, buffer, count, dtype, op);
 }
 
 namespace {
@@ -156,7 +158,7 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   }
 
   start = timeline_.NowMicros();
-  Status status = RingAllreduceSpans(transport_, spans, d.dtype, d.op, d.postscale);
+  Status status = RingAllreduceSpans(links_, spans, d.dtype, d.op, d.postscale);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;
@@ -265,7 +267,7 @@ Status CollectiveExecutor::Allgather(Request& request,
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
   AdviseHugePages(output, static_cast<size_t>(rows) * row_bytes);
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingAllgatherv(transport_, request.input,
+  TFDIST_RETURN_IF_ERROR(RingAllgatherv(links_, request.input,
                                         bytes_per_rank[transport_.rank()], output,
                                         bytes_per_rank));
   const size_t total = static_cast<size_t>(rows) * row_bytes;
@@ -282,7 +284,7 @@ Status CollectiveExecutor::Broadcast(Request& request) {
     ConvertScaled(request.input, d.dtype, request.output, d.dtype, d.num_elements(), 1.0);
   }
   const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport_, request.output, bytes, d.root));
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(links_, request.output, bytes, d.root));
   timeline_.Complete(request.name, "BROADCAST", start, 1, bytes, "binomial");
   stats_.broadcast_calls++;
   Log("broadcast", request.name, 1, bytes, "binomial");
@@ -308,7 +310,7 @@ Status CollectiveExecutor::Alltoall(Request& request,
   TFDIST_RETURN_IF_ERROR(request.report_splits(received_splits));
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      PairwiseAlltoallv(transport_, request.input, send_bytes, output, recv_bytes));
+      PairwiseAlltoallv(links_, request.input, send_bytes, output, recv_bytes));
   const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   timeline_.Complete(request.name, "ALLTOALL", start, 1, total, "pairwise");
   stats_.alltoall_calls++;
@@ -341,7 +343,7 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   CopyIn(request, fusion_buffer_.data(), accumulation, total);
   const int64_t start = timeline_.NowMicros();
   TFDIST_RETURN_IF_ERROR(
-      RingReducescatter(transport_, fusion_buffer_.data(), counts, accumulation, d.op));
+      RingReducescatter(links_, fusion_buffer_.data(), counts, accumulation, d.op));
   timeline_.Complete(request.name, "REDUCESCATTER", start, 1, total * element, "ring");
   ConvertScaled(fusion_buffer_.data() + my_offset * element, accumulation, output, d.dtype,
                 counts[me], d.postscale);

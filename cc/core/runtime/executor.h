@@ -18,11 +18,16 @@ namespace tfdist {
 
 class CollectiveExecutor {
  public:
-  CollectiveExecutor(MpiTransport& transport, const LinkCost& link_cost,
-                     AllreduceAlgorithm default_algorithm, bool debug_log,
-                     Stats& stats, Timeline& timeline)
+  // `links` carries the collectives' messages (`transport` itself, or an
+  // emulated-link wrapper of it); `hosts` and `network` are what "auto" and
+  // the hierarchical allreduce decide by.
+  CollectiveExecutor(MpiTransport& transport, Transport& links, const HostLayout& hosts,
+                     const NetworkCost& network, AllreduceAlgorithm default_algorithm,
+                     bool debug_log, Stats& stats, Timeline& timeline)
       : transport_(transport),
-        link_cost_(link_cost),
+        links_(links),
+        hosts_(hosts),
+        network_(network),
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
         stats_(stats),
@@ -63,7 +68,9 @@ class CollectiveExecutor {
            size_t bytes, const char* detail) const;
 
   MpiTransport& transport_;
-  LinkCost link_cost_;
+  Transport& links_;
+  HostLayout hosts_;
+  NetworkCost network_;
   AllreduceAlgorithm default_algorithm_;
   bool debug_log_;
   Stats& stats_;

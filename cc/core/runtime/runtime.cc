@@ -10,6 +10,7 @@
 #include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/settings_agreement.h"
 #include "cc/core/runtime/validation.h"
+#include "cc/core/transport/emulated_link_transport.h"
 
 namespace tfdist {
 
@@ -43,12 +44,22 @@ Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
   TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &transport));
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(transport->comm(), config));
+  Topology topology;
+  TFDIST_RETURN_IF_ERROR(DiscoverTopology(comm, config.virtual_hosts, &topology));
+  std::unique_ptr<Transport> links;
+  if (config.emulated_bandwidth > 0) {
+    const EmulatedLink link{config.emulated_bandwidth, config.emulated_latency};
+    TFDIST_RETURN_IF_ERROR(CheckEmulatedLink(link));
+    links = std::make_unique<EmulatedLinkTransport>(*transport, topology.hosts.host_of_rank(),
+                                                    link);
+  }
   std::unique_ptr<Negotiator> negotiator;
   TFDIST_RETURN_IF_ERROR(Negotiator::Create(comm, config.cache_capacity, &negotiator));
-  LinkCost link_cost{};
-  TFDIST_RETURN_IF_ERROR(CalibrateLinkCost(*transport, config, &link_cost));
-  auto runtime = std::make_unique<Runtime>(config, std::move(transport),
-                                           std::move(negotiator), link_cost);
+  NetworkCost network_cost{};
+  TFDIST_RETURN_IF_ERROR(CalibrateNetworkCost(*transport, links ? *links : *transport,
+                                              topology.hosts, config, &network_cost));
+  auto runtime = std::make_unique<Runtime>(config, std::move(transport), std::move(links),
+                                           std::move(negotiator), topology, network_cost);
   TFDIST_RETURN_IF_ERROR(
       runtime->timeline_.Open(config.timeline_path, runtime->rank(), runtime->size()));
   runtime->thread_ = std::thread(&Runtime::Loop, runtime.get());
@@ -57,13 +68,16 @@ Status Runtime::Create(MPI_Comm comm, const RuntimeConfig& config,
 }
 
 Runtime::Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
-                 std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost)
+                 std::unique_ptr<Transport> links, std::unique_ptr<Negotiator> negotiator,
+                 const Topology& topology, const NetworkCost& network_cost)
     : config_(config),
       transport_(std::move(transport)),
+      links_(std::move(links)),
       negotiator_(std::move(negotiator)),
-      link_cost_(link_cost),
-      executor_(*transport_, link_cost_, config_.default_algorithm, config_.debug_log,
-                stats_, timeline_),
+      topology_(topology),
+      network_cost_(network_cost),
+      executor_(*transport_, links_ ? *links_ : *transport_, topology_.hosts, network_cost_,
+                config_.default_algorithm, config_.debug_log, stats_, timeline_),
       bursts_(kSettle),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
                        transport_->rank()) {}

@@ -26,6 +26,7 @@
 #include "cc/core/runtime/stand_in.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
+#include "cc/core/runtime/topology.h"
 #include "cc/core/transport/mpi_transport.h"
 
 namespace tfdist {
@@ -36,8 +37,11 @@ class Runtime {
   // cost, then starts the background thread.
   static Status Create(MPI_Comm comm, const RuntimeConfig& config,
                        std::unique_ptr<Runtime>* out);
+  // `links` (may be null: the collectives then use `transport` directly) wraps
+  // `transport` with emulated inter-host links.
   Runtime(const RuntimeConfig& config, std::unique_ptr<MpiTransport> transport,
-          std::unique_ptr<Negotiator> negotiator, const LinkCost& link_cost);
+          std::unique_ptr<Transport> links, std::unique_ptr<Negotiator> negotiator,
+          const Topology& topology, const NetworkCost& network_cost);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -63,7 +67,11 @@ class Runtime {
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
   const Stats& stats() const { return stats_; }
-  const LinkCost& link_cost() const { return link_cost_; }
+  // The intra-host link cost, and both link classes.
+  const LinkCost& link_cost() const { return network_cost_.intra; }
+  const NetworkCost& network_cost() const { return network_cost_; }
+  // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
+  const Topology& topology() const { return topology_; }
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
     return executor_.Resolve(requested, bytes);
   }
@@ -89,8 +97,10 @@ class Runtime {
 
   RuntimeConfig config_;
   std::unique_ptr<MpiTransport> transport_;
+  std::unique_ptr<Transport> links_;  // emulated links over transport_, or null
   std::unique_ptr<Negotiator> negotiator_;
-  LinkCost link_cost_;
+  Topology topology_;
+  NetworkCost network_cost_;
   Stats stats_;
   Timeline timeline_;
   CollectiveExecutor executor_;
