@@ -72,6 +72,7 @@ class Runtime {
   const NetworkCost& network_cost() const { return network_cost_; }
   // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
   const Topology& topology() const { return topology_; }
+  const RuntimeConfig& config() const { return config_; }
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
     return executor_.Resolve(requested, bytes);
   }
