@@ -226,11 +226,16 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         env["TFDIST_EMULATED_BANDWIDTH"] = repr(config["gbps"] * GIGABIT)
         env["TFDIST_EMULATED_LATENCY"] = repr(EMULATED_LATENCY)
     with tempfile.TemporaryDirectory() as scratch:
+        # An empty cache: the link costs are measured under this run's
+        # conditions, not read from another moment (or another load).
+        env["TFDIST_CALIBRATION_CACHE_DIR"] = str(Path(scratch) / "calibration")
         out = Path(scratch) / "result.json"
+        # Run as a script from outside the source tree, so that the ranks
+        # import the installed tfdist (with its native library), not ./tfdist.
         command = [_find_mpirun(), "-np", str(config["np"]), "--oversubscribe", "--bind-to",
-                   "none", sys.executable, "-m", "benchmarks.costmodel", "--worker", str(out)]
+                   "none", sys.executable, str(Path(__file__).resolve()), "--worker", str(out)]
         started = time.perf_counter()
-        completed = subprocess.run(command, env=env, cwd=str(ROOT), capture_output=True,
+        completed = subprocess.run(command, env=env, cwd=scratch, capture_output=True,
                                    text=True, timeout=timeout)
         if completed.returncode != 0 or not out.exists():
             raise RuntimeError(f"configuration {name} failed (exit {completed.returncode}):\n"

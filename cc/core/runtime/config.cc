@@ -46,7 +46,7 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       if (!ParseAllreduceAlgorithm(value, &config.default_algorithm)) {
         return Status::InvalidArgument(
             "tfdist config: unknown allreduce algorithm '" + value +
-            "' (expected auto, tree, butterfly, ring, rabenseifner or mpi)");
+            "' (expected auto, tree, butterfly, ring, rabenseifner, hierarchical or mpi)");
       }
     } else if (key == "fusion_threshold") {
       TFDIST_RETURN_IF_ERROR(ParseSize(key, value, &config.fusion_threshold_bytes));
