@@ -18,11 +18,14 @@
 // fold: charging ceil(log2 P) rounds *and* the fold would count one round
 // twice, so the model follows what the code does.
 //
-// Two link classes: every round of tree, butterfly and Rabenseifner, the fold
-// and the ring as a whole are synchronised steps, so each costs the L and G
-// of the slowest link any of its messages uses (inter-host if one pair of
-// the step is on different hosts). With every rank on one host this is the
-// formulas above. Hierarchical (uniform layouts, H hosts of L ranks):
+// Two link classes: every round of tree, butterfly and Rabenseifner, and the
+// fold, is a synchronised step, so each costs the L and G of the slowest link
+// any of its messages uses (inter-host if one pair of the step is on
+// different hosts). The ring's steps are one chain of hops around the ring:
+// with k of its P links between hosts,
+//   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
+//   L_chain = (k/P)*L_inter + (1 - k/P)*L_intra,  G_slow = G_inter if k > 0.
+// With every rank on one host these are the formulas above. Hierarchical (uniform layouts, H hosts of L ranks):
 //   T_hier = (L-1) * (L_i + (m/L)*G_i) + (L-1)/L * m*max(0, R-G_i)   reduce-scatter
 //          + min over flat algorithms of T(H ranks, m/L, inter link)  across hosts
 //          + (L-1) * (L_i + (m/L)*G_i)                               allgather
@@ -125,14 +128,19 @@ double PredictRabenseifner(const HostLayout& layout, const StepLinks& links, dou
   return seconds;
 }
 
-double PredictRing(const HostLayout& layout, const StepLinks& links, double m, double R) {
+// The ring's 2(P-1) steps form one chain of hops around the ring, so its
+// latency is that of the links the chain crosses (a fraction k/P of them
+// between hosts), while its segments stream at the pace of the slowest link.
+double PredictRing(const HostLayout& layout, const NetworkCost& network, double m, double R) {
   const int size = layout.size();
-  std::vector<std::pair<int, int>> pairs;
-  for (int rank = 0; rank < size; ++rank) pairs.emplace_back(rank, (rank + 1) % size);
-  const LinkCost& link = links.Of(pairs);
+  int crossing = 0;
+  for (int rank = 0; rank < size; ++rank) crossing += !layout.same_host(rank, (rank + 1) % size);
   const double P = size;
-  return 2.0 * (P - 1.0) * Message(link, m / P) +
-         (P - 1.0) / P * m * std::max(0.0, R - link.seconds_per_byte);
+  const double inter_share = crossing / P;
+  const double latency = inter_share * network.inter.latency_s +
+                         (1.0 - inter_share) * network.intra.latency_s;
+  const double G = crossing > 0 ? network.inter.seconds_per_byte : network.intra.seconds_per_byte;
+  return 2.0 * (P - 1.0) * (latency + (m / P) * G) + (P - 1.0) / P * m * std::max(0.0, R - G);
 }
 
 double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, double m,
@@ -142,7 +150,7 @@ double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, doubl
   switch (algorithm) {
     case AllreduceAlgorithm::kTree: return PredictTree(layout, links, m, R);
     case AllreduceAlgorithm::kButterfly: return PredictButterfly(layout, links, m, R);
-    case AllreduceAlgorithm::kRing: return PredictRing(layout, links, m, R);
+    case AllreduceAlgorithm::kRing: return PredictRing(layout, network, m, R);
     case AllreduceAlgorithm::kRabenseifner: return PredictRabenseifner(layout, links, m, R);
     default: break;
   }
