@@ -329,6 +329,34 @@ def _gbps(result: Dict[str, Any]) -> str:
             f"{_format_seconds(result['emulated_latency'] or 0.0)}")
 
 
+def markdown(document: Dict[str, Any]) -> str:
+    """docs/cost_model.md's tables from a results file: per configuration, one row per size."""
+    lines = []
+    for result in document["configurations"]:
+        algorithms = list(dict.fromkeys(c["algorithm"] for c in result["cells"]))
+        summary = summarize([result])
+        lines.append(f"**{result['name']}** (P={result['np']}, {result['hosts']} host(s) x "
+                     f"{result['ranks_per_host']}"
+                     + (f", {_gbps(result)}" if result.get("emulated_bandwidth") else "")
+                     + f"): predictions within 25% in {summary['predictions_within_25pct']:.0%}"
+                     f" of cells, auto within 10% of the fastest at "
+                     f"{summary['auto_within_10pct']:.0%} of sizes, at worst "
+                     f"{summary['auto_worst_ratio']:.2f}x.\n")
+        lines.append("| bytes | " + " | ".join(algorithms) + " | auto | fastest |")
+        lines.append("|---" * (len(algorithms) + 3) + "|")
+        by_size: Dict[int, Dict[str, Dict[str, Any]]] = {}
+        for cell in result["cells"]:
+            by_size.setdefault(cell["bytes"], {})[cell["algorithm"]] = cell
+        for size, row in by_size.items():
+            fastest = min(row.values(), key=lambda c: c["measured_s"])["algorithm"]
+            entries = [f"{_format_seconds(row[a]['measured_s'])} ({row[a]['predicted_s'] / row[a]['measured_s']:.2f})"
+                       for a in algorithms]
+            auto = next(iter(row.values()))["auto"]
+            lines.append(f"| {size} | " + " | ".join(entries) + f" | {auto} | {fastest} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def plot(results: List[Dict[str, Any]], path: str) -> bool:
     """Predicted against measured time, one colour per configuration; False without matplotlib."""
     try:
@@ -367,10 +395,15 @@ def main(argv: Sequence[str]) -> int:
                         help="plot file (written when matplotlib is importable)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one configuration's job may take")
+    parser.add_argument("--markdown", metavar="JSON",
+                        help="print the tables of docs/cost_model.md from a results file and exit")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args.worker)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
 
     results = []
     for name in args.configs:

@@ -65,7 +65,7 @@ AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link);
 
 // Measures L and G by ping-pong between ranks 0 and 1 (small messages for L,
-// 4 MiB messages for G; median of several round trips) and R by reducing
+// 4 MiB messages for G; fastest of several round trips) and R by reducing
 // 4 MiB of float32 on rank 0, then broadcasts rank 0's numbers, so that
 // every rank returns identical values and hence makes identical choices.
 // Other ranks only take part in the broadcast. Takes a few milliseconds on
