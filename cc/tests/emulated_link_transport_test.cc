@@ -15,6 +15,7 @@
 // other cell is held to "not faster than the model" and printed with those
 // two figures, so the limit is visible rather than hidden in a loose bound.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -111,7 +112,7 @@ void CheckCell(const std::string& label, size_t bytes, const EmulatedLink& link,
   const double model = tfdist::EmulatedMessageSeconds(link, bytes);
   const double transport_alone = OneWaySeconds(bytes, nullptr, 5, 0.2);
   const double lateness = WakeUpLateness();
-  const double measured = OneWaySeconds(bytes, &link, 5, 0.6);
+  const double measured = OneWaySeconds(bytes, &link, 9, 0.6);
   const double ratio = measured / model;
   CHECK_EQ_MSG(ratio >= 1.0 - tolerance, true,
                label << ": faster than the model: " << measured << " s vs " << model << " s");
@@ -166,30 +167,33 @@ TFDIST_TEST(EmulatedLinkLeavesIntraHostMessagesAlone) {
 }
 
 TFDIST_TEST(EmulatedLinkQueuesMessagesOnTheSendersNic) {
-  // Two 1 MiB messages posted together at 1 Gb/s: the second arrives one wire
-  // time after the first, not with it.
+  // Two 1 MiB messages posted together at 1 Gb/s: the second arrives two wire
+  // times after they were posted, not one. (A lower bound only: a loaded
+  // machine may deliver later, never earlier.)
   const EmulatedLink link{kGigabit, 0.0};
   const size_t bytes = size_t{1} << 20;
   const double wire = static_cast<double>(bytes) / link.bytes_per_second;
   double second_arrival = 0.0;
+  std::atomic<int64_t> posted_ticks{0};
   const std::vector<Status> statuses = RunOnThreads(2, [&](Transport& inner) {
     EmulatedLinkTransport transport(inner, {0, 1}, link);
     std::vector<unsigned char> a(bytes), b(bytes);
     if (transport.rank() == 0) {
+      posted_ticks = Clock::now().time_since_epoch().count();
       auto first = transport.StartSend(1, a.data(), bytes, 1);
       auto second = transport.StartSend(1, b.data(), bytes, 2);
       TFDIST_RETURN_IF_ERROR(first->Wait());
       return second->Wait();
     }
     TFDIST_RETURN_IF_ERROR(transport.Recv(0, a.data(), bytes, 1));
-    const auto first = Clock::now();
     TFDIST_RETURN_IF_ERROR(transport.Recv(0, b.data(), bytes, 2));
-    second_arrival = std::chrono::duration<double>(Clock::now() - first).count();
+    const Clock::time_point posted{Clock::duration(posted_ticks.load())};
+    second_arrival = std::chrono::duration<double>(Clock::now() - posted).count();
     return Status::OK();
   });
   for (const Status& status : statuses) CHECK_OK(status);
-  CHECK_EQ_MSG(second_arrival >= 0.9 * wire, true,
-               "second message " << second_arrival << " s after the first; wire time " << wire);
+  CHECK_EQ_MSG(second_arrival >= 2 * wire, true,
+               "second message " << second_arrival << " s after posting; wire time " << wire);
 }
 
 TFDIST_TEST(EveryAllreduceRunsOverEmulatedLinks) {
