@@ -22,13 +22,14 @@
 // fold, is a synchronised step, so each costs the L and G of the slowest link
 // any of its messages uses (inter-host if one pair of the step is on
 // different hosts). The ring's steps are one chain of hops around the ring:
-// with k of its P links between hosts,
+// with c of its P links between hosts,
 //   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
-//   L_chain = (k/P)*L_inter + (1 - k/P)*L_intra,  G_slow = G_inter if k > 0.
-// With every rank on one host these are the formulas above. Hierarchical (uniform layouts, H hosts of L ranks):
-//   T_hier = (L-1) * (L_i + (m/L)*G_i) + (L-1)/L * m*max(0, R-G_i)   reduce-scatter
-//          + min over flat algorithms of T(H ranks, m/L, inter link)  across hosts
-//          + (L-1) * (L_i + (m/L)*G_i)                               allgather
+//   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
+// With every rank on one host these are the formulas above.
+// Hierarchical (uniform layouts, H hosts of k ranks):
+//   T_hier = (k-1) * (L_i + (m/k)*G_i) + (k-1)/k * m*max(0, R-G_i)   reduce-scatter
+//          + min over flat algorithms of T(H ranks, m/k, inter link)  across hosts
+//          + (k-1) * (L_i + (m/k)*G_i)                               allgather
 #include "cc/core/collectives/cost_model.h"
 
 #include <algorithm>

@@ -1,24 +1,26 @@
-// Hierarchical (two-level) allreduce, for ranks spread over H hosts of L
+// Hierarchical (two-level) allreduce, for ranks spread over H hosts of k
 // ranks each, where links between hosts are slower than within one.
 //
 //  1. Reduce-scatter within each host (ring, reducescatter.h): local rank l
-//     ends with shard l (chunk l of L, chunk_layout.h) reduced over its host.
+//     ends with shard l (chunk l of k, chunk_layout.h) reduced over its host.
 //  2. Cross-host allreduce of shard l among the H ranks with local rank l,
 //     one per host, with the flat algorithm the cost model picks for a shard
-//     of that size on the inter-host link. The L cross groups run at once,
+//     of that size on the inter-host link. The k cross groups run at once,
 //     each rank on its own NIC.
-//  3. Allgather within each host (ring, allgather.h): every rank gets all L
+//  3. Allgather within each host (ring, allgather.h): every rank gets all k
 //     reduced shards.
 // Each shard is reduced along one path and then copied, so every rank ends
-// with the same bits. Only m/L bytes per rank cross hosts, in H-rank groups,
-// instead of the flat ring's 2m(P-1)/P in steps bounded by the slow links.
+// with the same bits. Each rank sends about 2(H-1)/H * m/k bytes across
+// hosts (m/k with butterfly), instead of the flat ring's 2m(P-1)/P in steps
+// bounded by the slow links.
 //
-// Time: T_hier = T_rs(L, m) + T_best(H, m/L, inter) + T_ag(L, m), with
-//   T_rs = (L-1) * (L_i + (m/L)*G_i) + (L-1)/L * m*max(0, R-G_i)
-//   T_ag = (L-1) * (L_i + (m/L)*G_i)
+// Time: T_hier = T_rs(k, m) + T_best(H, m/k, inter) + T_ag(k, m), with
+//   T_rs = (k-1) * (L_i + (m/k)*G_i) + (k-1)/k * m*max(0, R-G_i)
+//   T_ag = (k-1) * (L_i + (m/k)*G_i)
 // on the intra-host link (cost_model.cc).
 #include "cc/core/collectives/hierarchical_allreduce.h"
 
+#include <string>
 #include <vector>
 
 #include "cc/core/collectives/allgather.h"
