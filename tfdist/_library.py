@@ -76,6 +76,10 @@ def control() -> ctypes.CDLL:
                  "tfdist_stat_name", "tfdist_data_type_name", "tfdist_reduce_op_name"):
         getattr(lib, name).argtypes = [ctypes.c_int]
         getattr(lib, name).restype = ctypes.c_char_p
+    lib.tfdist_network_cost.argtypes = [ctypes.POINTER(ctypes.c_double)]
+    lib.tfdist_network_cost.restype = ctypes.c_int
+    lib.tfdist_predict_allreduce_seconds.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.tfdist_predict_allreduce_seconds.restype = ctypes.c_double
     return lib
 
 

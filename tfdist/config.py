@@ -50,6 +50,16 @@ class RuntimeSettings:
     seconds_per_byte: float = -1.0
     #: Seconds to reduce one byte, used with the two above (0: the survey's formulas).
     reduce_seconds_per_byte: float = 0.0
+    #: Inter-host link latency (s) and inverse bandwidth (s/byte) for the cost
+    #: model; unset (negative) means measured at init between ranks on different hosts.
+    inter_host_latency: float = -1.0
+    inter_host_seconds_per_byte: float = -1.0
+    #: Split the ranks into this many hosts of consecutive ranks; unset: the real hosts.
+    virtual_hosts: Optional[int] = None
+    #: Emulated bandwidth (bytes/s) of every link between hosts; unset: no emulation.
+    emulated_bandwidth: Optional[float] = None
+    #: Emulated latency (s) of every link between hosts, with emulated_bandwidth.
+    emulated_latency: Optional[float] = None
     #: Where the measured link cost is cached; empty disables the cache.
     calibration_cache_dir: str = str(Path.home() / ".cache" / "tfdist")
     #: Chrome-trace timeline path (".<rank>" is appended when size > 1).
@@ -89,6 +99,19 @@ class RuntimeSettings:
             raise ConfigError("TFDIST_CYCLE_TIME must be positive (milliseconds)")
         if self.stall_check_time <= 0:
             raise ConfigError("TFDIST_STALL_CHECK_TIME must be positive (seconds)")
+        if self.virtual_hosts is not None and self.virtual_hosts <= 0:
+            raise ConfigError(f"TFDIST_VIRTUAL_HOSTS={self.virtual_hosts} must be a positive "
+                              "number of hosts that divides the number of ranks")
+        if self.emulated_bandwidth is not None and not self.emulated_bandwidth > 0:
+            raise ConfigError(f"TFDIST_EMULATED_BANDWIDTH={self.emulated_bandwidth} must be a "
+                              "positive number of bytes per second")
+        if self.emulated_latency is not None:
+            if not self.emulated_latency >= 0:
+                raise ConfigError(f"TFDIST_EMULATED_LATENCY={self.emulated_latency} must be a "
+                                  "non-negative number of seconds")
+            if self.emulated_bandwidth is None:
+                raise ConfigError("TFDIST_EMULATED_LATENCY is set but TFDIST_EMULATED_BANDWIDTH "
+                                  "is not: emulated links need a bandwidth")
 
     def to_runtime_string(self) -> str:
         """The "key=value;..." form the C++ runtime parses (cc/core/runtime/config.cc)."""
@@ -108,10 +131,16 @@ class RuntimeSettings:
             "latency_seconds": self.latency,
             "seconds_per_byte": self.seconds_per_byte,
             "reduce_seconds_per_byte": self.reduce_seconds_per_byte,
+            "inter_host_latency_seconds": self.inter_host_latency,
+            "inter_host_seconds_per_byte": self.inter_host_seconds_per_byte,
             "calibration_cache_dir": cache_dir,
             "timeline": self.timeline,
             "debug_log": int(self.debug),
         }
+        optional = {"virtual_hosts": self.virtual_hosts,
+                    "emulated_bandwidth": self.emulated_bandwidth,
+                    "emulated_latency": self.emulated_latency}
+        pairs.update({k: v for k, v in optional.items() if v is not None})
         for key, value in pairs.items():
             if ";" in str(value):
                 raise ConfigError(f"tfdist setting {key} may not contain ';'")
@@ -121,6 +150,8 @@ class RuntimeSettings:
 
 def _convert(key: str, text: str, kind: Any) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
+    if kind.startswith("Optional[") and kind.endswith("]"):
+        kind = kind[len("Optional["):-1]
     try:
         if kind == "int":
             return int(float(text))

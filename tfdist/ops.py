@@ -128,7 +128,8 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     ``postscale_factor`` after the reduction, in double precision; integer
     results are rounded to nearest. float16/bfloat16 are accumulated in
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
-    or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
+    "hierarchical" (two levels, for ranks on several hosts) or "mpi"
+    (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
     cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
     Sum or Average only) changes what crosses the wire; ``name`` keys the
     per-tensor state of compressors that keep some.

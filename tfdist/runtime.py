@@ -230,3 +230,27 @@ def restore_rank_state(state: Dict[str, "numpy.ndarray"]) -> None:
                                       error, len(error))
         if code != 0:
             raise ValueError(f"rank state {name!r}: {error.value.decode(errors='replace')}")
+
+
+def network_cost() -> Dict[str, float]:
+    """Both link classes of the cost model: within a host (``intra_*``: latency,
+    wire seconds per byte, reduce seconds per byte) and between hosts
+    (``inter_*``: latency, wire seconds per byte); equal on a one-host job."""
+    values = (ctypes.c_double * 5)()
+    if _library.control().tfdist_network_cost(values) != 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return dict(zip(("intra_latency_s", "intra_seconds_per_byte", "reduce_seconds_per_byte",
+                     "inter_latency_s", "inter_seconds_per_byte"), values))
+
+
+def predict_allreduce_seconds(nbytes: int, algorithm: str) -> float:
+    """What the cost model predicts for one allreduce of ``nbytes`` with ``algorithm``
+    on this job's hosts and link costs (``inf`` for "mpi", and for "hierarchical"
+    unless the job spans several hosts of equal size)."""
+    if algorithm == "auto":
+        algorithm = algorithm_for(nbytes)
+    seconds = _library.control().tfdist_predict_allreduce_seconds(_library.allreduce_algorithms().index(algorithm),
+                                                                  nbytes)
+    if seconds < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return seconds

@@ -2,10 +2,12 @@
 // choices at the two ends of the message-size range, and the link-cost
 // measurement's agreement across ranks.
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cc/core/collectives/cost_model.h"
+#include "cc/core/transport/emulated_link_transport.h"
 #include "cc/core/transport/in_process_transport.h"
 #include "cc/tests/test_harness.h"
 
@@ -129,6 +131,97 @@ TFDIST_TEST(MeasureLinkCostAgreesAcrossRanks) {
   });
   CHECK_EQ(single.latency_s, tfdist::kDefaultLinkCost.latency_s);
   CHECK_EQ(single.seconds_per_byte, tfdist::kDefaultLinkCost.seconds_per_byte);
+}
+
+TFDIST_TEST(TwoLinkModelChargesStepsThatCrossHosts) {
+  using tfdist::HostLayout;
+  using tfdist::NetworkCost;
+  const LinkCost intra = {1e-6, 1e-10, 2e-10};
+  const LinkCost inter = {1e-5, 8e-9, 0.0};
+  const NetworkCost network = {intra, inter};
+  const double m = 1 << 20;
+  auto predict = [&](AllreduceAlgorithm algorithm, const HostLayout& layout) {
+    return tfdist::PredictAllreduceSeconds(algorithm, layout, size_t{1} << 20, network);
+  };
+  // One host: the one-link formulas on the intra link.
+  for (AllreduceAlgorithm algorithm : {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
+                                       AllreduceAlgorithm::kRing,
+                                       AllreduceAlgorithm::kRabenseifner}) {
+    CHECK(Near(predict(algorithm, HostLayout(6)),
+               tfdist::PredictAllreduceSeconds(algorithm, 6, size_t{1} << 20, intra)));
+  }
+  CHECK(std::isinf(predict(AllreduceAlgorithm::kHierarchical, HostLayout(4))));
+  // 2 x 2 hosts: the ring's chain of hops crosses hosts on 2 of its 4 links;
+  // its segments stream at the inter-host pace, the reduction hides behind it.
+  const HostLayout two_by_two = HostLayout::Consecutive(4, 2);
+  CHECK(Near(predict(AllreduceAlgorithm::kRing, two_by_two),
+             6 * (0.5 * 1e-5 + 0.5 * 1e-6 + m / 4 * 8e-9)));
+  // Butterfly on 4 x 2: distance 1 within hosts, distances 2 and 4 across.
+  const HostLayout four_by_two = HostLayout::Consecutive(8, 2 * 2);
+  CHECK(Near(predict(AllreduceAlgorithm::kButterfly, four_by_two),
+             (1e-6 + m * 1e-10) + 2 * (1e-5 + m * 8e-9) + 3 * m * 2e-10));
+  // Rabenseifner on 4 x 2: the halves (distance 4, 2) cross, the quarter-steps
+  // at distance 1 stay within a host.
+  CHECK(Near(predict(AllreduceAlgorithm::kRabenseifner, four_by_two),
+             2 * (1e-6 + m / 8 * 1e-10) + m / 8 * 2e-10 +
+                 2 * (1e-5 + m / 4 * 8e-9) + m / 4 * 2e-10 +
+                 2 * (1e-5 + m / 2 * 8e-9) + m / 2 * 2e-10));
+  // Hierarchical on 2 x 2: ring reduce-scatter and allgather of two shards
+  // within a host, and the best flat algorithm for one shard across two hosts.
+  const double within = 2 * (1e-6 + m / 2 * 1e-10) + 0.5 * m * 1e-10;
+  const LinkCost across = {1e-5, 8e-9, 2e-10};
+  double best = 1e9;
+  for (AllreduceAlgorithm flat : {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
+                                  AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRabenseifner}) {
+    best = std::min(best, tfdist::PredictAllreduceSeconds(flat, 2, size_t{1} << 19, across));
+  }
+  CHECK(Near(predict(AllreduceAlgorithm::kHierarchical, two_by_two), within + best));
+}
+
+TFDIST_TEST(ChooseAllreduceTakesHierarchicalAcrossSlowLinks) {
+  using tfdist::HostLayout;
+  const tfdist::NetworkCost network = {{2e-6, 2e-10, 2e-10}, {5e-5, 8e-9, 0.0}};
+  const HostLayout four_by_two = HostLayout::Consecutive(8, 4);
+  CHECK(tfdist::ChooseAllreduce(four_by_two, size_t{64} << 20, network) ==
+        AllreduceAlgorithm::kHierarchical);
+  // Tiny messages stay latency-bound: never the three-phase scheme.
+  CHECK(tfdist::ChooseAllreduce(four_by_two, 4, network) != AllreduceAlgorithm::kHierarchical);
+  // One host: hierarchical is never a candidate.
+  CHECK(tfdist::ChooseAllreduce(HostLayout(8), size_t{64} << 20, tfdist::UniformNetwork(network.intra)) !=
+        AllreduceAlgorithm::kHierarchical);
+  // The choice is the argmin over all five.
+  for (size_t bytes : {size_t{4}, size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+    const AllreduceAlgorithm chosen = tfdist::ChooseAllreduce(four_by_two, bytes, network);
+    for (AllreduceAlgorithm other :
+         {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRing,
+          AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kHierarchical}) {
+      CHECK(tfdist::PredictAllreduceSeconds(chosen, four_by_two, bytes, network) <=
+            tfdist::PredictAllreduceSeconds(other, four_by_two, bytes, network));
+    }
+  }
+}
+
+TFDIST_TEST(MeasureNetworkCostSeesTheEmulatedLink) {
+  // 2 x 2 hosts over 1 Gb/s, 100 us emulated links: the inter pair measures
+  // them (within what a loaded machine allows), the intra pair does not.
+  const tfdist::HostLayout layout = tfdist::HostLayout::Consecutive(4, 2);
+  const tfdist::EmulatedLink link{1.25e8, 100e-6};
+  std::vector<tfdist::NetworkCost> measured(4);
+  const std::vector<tfdist::Status> statuses =
+      tfdist::RunOnThreads(4, [&](tfdist::Transport& inner) {
+        tfdist::EmulatedLinkTransport transport(inner, layout.host_of_rank(), link);
+        return tfdist::MeasureNetworkCost(transport, layout, &measured[inner.rank()]);
+      });
+  for (const tfdist::Status& status : statuses) CHECK_OK(status);
+  const tfdist::NetworkCost& cost = measured[0];
+  CHECK_EQ_MSG(cost.inter.latency_s >= 90e-6 && cost.inter.latency_s < 1e-3, true,
+               "inter latency " << cost.inter.latency_s);
+  CHECK_EQ_MSG(cost.inter.seconds_per_byte >= 7e-9 && cost.inter.seconds_per_byte < 1e-8, true,
+               "inter seconds/byte " << cost.inter.seconds_per_byte);
+  CHECK(cost.intra.latency_s < cost.inter.latency_s);
+  for (int rank = 1; rank < 4; ++rank) {
+    CHECK_EQ(measured[rank].inter.seconds_per_byte, cost.inter.seconds_per_byte);
+  }
 }
 
 }  // namespace tfdist_test

@@ -55,7 +55,8 @@ class Cluster {
       links.control_plane = planes_.back().get();
       links.stall_reports = reports_.back();
       std::unique_ptr<Runtime> runtime;
-      CHECK_OK(Runtime::Start(config, std::move(links), tfdist::kDefaultLinkCost, &runtime));
+      CHECK_OK(Runtime::Start(config, std::move(links), tfdist::HostLayout(size),
+                              tfdist::UniformNetwork(tfdist::kDefaultLinkCost), &runtime));
       runtimes_.push_back(std::move(runtime));
     }
   }

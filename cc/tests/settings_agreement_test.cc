@@ -36,4 +36,21 @@ TFDIST_TEST(TheFirstDifferingSettingIsNamed) {
         std::string::npos);
 }
 
+TFDIST_TEST(EmulationOnOneRankOnlyIsNamed) {
+  tfdist::RuntimeConfig config;
+  std::vector<tfdist::SharedSettings> per_rank(2, tfdist::SharedSettingsOf(config));
+  per_rank[1].emulated_bandwidth = 1.25e9;
+  CHECK(tfdist::CheckSettingsAgree(per_rank).message().find(
+            "TFDIST_EMULATED_BANDWIDTH: rank 0 has unset, rank 1 has 1250000000") !=
+        std::string::npos);
+  per_rank[1] = per_rank[0];
+  per_rank[1].virtual_hosts = 2;
+  CHECK(tfdist::CheckSettingsAgree(per_rank).message().find(
+            "TFDIST_VIRTUAL_HOSTS: rank 0 has unset, rank 1 has 2") != std::string::npos);
+  per_rank[1] = per_rank[0];
+  per_rank[1].inter_host_seconds_per_byte = 1e-9;
+  CHECK(tfdist::CheckSettingsAgree(per_rank).message().find(
+            "TFDIST_INTER_HOST_SECONDS_PER_BYTE") != std::string::npos);
+}
+
 }  // namespace tfdist_test

@@ -125,15 +125,16 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
   tfdist::RuntimeHandle handle;
-  status = tfdist::DiscoverTopology(comm, &handle.topology);
+  // The real machine (not virtual hosts) decides whether ranks share cores.
+  tfdist::Topology machine;
+  status = tfdist::DiscoverTopology(comm, /*virtual_hosts=*/0, &machine);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   // More ranks on this node than cores (mpirun --oversubscribe): waiting
   // ranks must yield their core to the peers they wait for.
   const unsigned cores = std::thread::hardware_concurrency();
-  tfdist::SetCoresOversubscribed(cores > 0 &&
-                                 static_cast<unsigned>(handle.topology.local_size) > cores);
+  tfdist::SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
   std::unique_ptr<tfdist::Runtime> runtime;
-  status = tfdist::CreateMpiRuntime(comm, config, &runtime);
+  status = tfdist::CreateMpiRuntime(comm, config, &runtime, &handle.topology);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   handle.runtime = std::move(runtime);
   tfdist::SetCurrentRuntime(std::move(handle));

@@ -2,9 +2,11 @@
 
 Rank r contributes (r + 1) * base, with base depending on the element index,
 so a dropped or doubled chunk shows up as a wrong sum. Run under mpirun by
-tests/test_collectives.py.
+tests/test_collectives.py, also with TFDIST_VIRTUAL_HOSTS (and emulated
+links between the virtual hosts).
 """
 import itertools
+import os
 import sys
 
 import numpy as np
@@ -13,7 +15,7 @@ import tensorflow as tf
 import tfdist
 from mpi_harness import worker_main
 
-ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", None]
+ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", None]
 DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
           tf.float64]
 OPS = [tfdist.Sum, tfdist.Average, tfdist.Min, tfdist.Max, tfdist.Product]
@@ -185,9 +187,12 @@ def check_tf_function(rank, size):
 def check_topology(rank, size):
     assert tfdist.is_initialized()
     assert (tfdist.rank(), tfdist.size()) == (rank, size)
-    assert tfdist.local_size() == size and tfdist.local_rank() == rank  # one host
-    assert tfdist.cross_size() == 1 and tfdist.cross_rank() == 0
-    assert int(tfdist.local_rank_op()) == rank and int(tfdist.local_size_op()) == size
+    hosts = int(os.environ.get("TFDIST_VIRTUAL_HOSTS", "1"))  # else one real host
+    per_host = size // hosts
+    assert (tfdist.local_size(), tfdist.local_rank()) == (per_host, rank % per_host)
+    assert (tfdist.cross_size(), tfdist.cross_rank()) == (hosts, rank // per_host)
+    assert int(tfdist.local_rank_op()) == rank % per_host
+    assert int(tfdist.local_size_op()) == per_host
     tfdist.init()  # a second init is harmless
     assert tfdist.size() == size
 
@@ -265,7 +270,7 @@ def main():
     check_tf_function(rank, size)
     check_eager_fast_path(rank, size)
     stats = tfdist.stats()
-    for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi"):
+    for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"):
         assert size == 1 or stats["algorithm_calls"][name] > 0, stats
     tfdist.shutdown()
     print(f"rank {rank}: collectives OK ({checked} allreduce combinations)", flush=True)

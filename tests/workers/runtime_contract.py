@@ -23,7 +23,7 @@ import tensorflow as tf
 import tfdist
 from mpi_harness import worker_main
 
-ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi"}
+ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"}
 
 
 def ok(name):

@@ -15,6 +15,7 @@ constexpr AlgorithmName kAlgorithmNames[] = {
     {AllreduceAlgorithm::kRing, "ring"},
     {AllreduceAlgorithm::kRabenseifner, "rabenseifner"},
     {AllreduceAlgorithm::kMpi, "mpi"},
+    {AllreduceAlgorithm::kHierarchical, "hierarchical"},
 };
 
 }  // namespace

@@ -14,10 +14,12 @@ enum class AllreduceAlgorithm : int {
   kRing = 3,          // ring_allreduce.h
   kRabenseifner = 4,  // rabenseifner_allreduce.h
   kMpi = 5,           // MPI_Allreduce itself: the reference, not a Transport algorithm
+  kHierarchical = 6,  // hierarchical_allreduce.h: two levels, for ranks on several hosts
 };
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
-// Parses "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi"; false if
+// Parses "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi",
+// "hierarchical"; false if
 // the name is none of them.
 bool ParseAllreduceAlgorithm(const std::string& name, AllreduceAlgorithm* out);
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cc/core/collectives/butterfly_allreduce.h"
+#include "cc/core/collectives/hierarchical_allreduce.h"
 #include "cc/core/collectives/rabenseifner_allreduce.h"
 #include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/collectives/tree_allreduce.h"
@@ -11,7 +12,16 @@ namespace tfdist {
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  return RunAllreduce(algorithm, transport, HostLayout(transport.size()), kDefaultLinkCost,
+                      buffer, count, dtype, op);
+}
+
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    const HostLayout& layout, const LinkCost& inter_host,
+                    void* buffer, size_t count, DataType dtype, ReduceOp op) {
   switch (algorithm) {
+    case AllreduceAlgorithm::kHierarchical:
+      return HierarchicalAllreduce(transport, layout, inter_host, buffer, count, dtype, op);
     case AllreduceAlgorithm::kTree:
       return TreeAllreduce(transport, buffer, count, dtype, op);
     case AllreduceAlgorithm::kButterfly:

@@ -7,14 +7,25 @@
 #include <cstddef>
 
 #include "cc/core/collectives/algorithm.h"
+#include "cc/core/collectives/cost_model.h"
+#include "cc/core/collectives/host_layout.h"
 #include "cc/core/data_type.h"
 #include "cc/core/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
-// `algorithm` must be kTree, kButterfly, kRing or kRabenseifner; kAuto and
-// kMpi are resolved by the caller (the runtime) before it gets here.
+// `algorithm` must be kTree, kButterfly, kRing, kRabenseifner or
+// kHierarchical; kAuto and kMpi are resolved by the caller (the runtime)
+// before it gets here. `layout` (which host each rank is on) and
+// `inter_host` (the link cost between hosts) are what kHierarchical needs;
+// the flat algorithms ignore them.
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    const HostLayout& layout, const LinkCost& inter_host,
+                    void* buffer, size_t count, DataType dtype, ReduceOp op);
+
+// The same with every rank on one host (kHierarchical then reduces within
+// it: a reduce-scatter and an allgather).
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op);
 

@@ -1,4 +1,4 @@
-// The cost model, with m*gamma = `bytes`:
+// The cost model, with m*gamma = `bytes`, on one link class (L, G, R):
 //   T_tree = 2 * ceil(log2 P) * (L + m*G)              + ceil(log2 P) * m*R
 //   T_bfly = log2(p2) * (L + m*G + m*R)                + fold
 //   T_ring = 2(P-1) * (L + (m/P)*G)                    + (P-1)/P * m*max(0, R-G)
@@ -17,79 +17,209 @@
 // Rabenseifner run their XOR phase on p2 ranks (floor(log2 P) rounds) plus the
 // fold: charging ceil(log2 P) rounds *and* the fold would count one round
 // twice, so the model follows what the code does.
+//
+// Two link classes: every round of tree, butterfly and Rabenseifner, and the
+// fold, is a synchronised step, so each costs the L and G of the slowest link
+// any of its messages uses (inter-host if one pair of the step is on
+// different hosts). The ring's steps are one chain of hops around the ring:
+// with c of its P links between hosts,
+//   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
+//   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
+// With every rank on one host these are the formulas above.
+// Hierarchical (uniform layouts, H hosts of k ranks):
+//   T_hier = (k-1) * (L_i + (m/k)*G_i) + (k-1)/k * m*max(0, R-G_i)   reduce-scatter
+//          + min over flat algorithms of T(H ranks, m/k, inter link)  across hosts
+//          + (k-1) * (L_i + (m/k)*G_i)                               allgather
 #include "cc/core/collectives/cost_model.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/collective_tags.h"
+#include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/collectives/reduction.h"
 
 namespace tfdist {
 namespace {
 
-int CeilLog2(int value) {
-  int log = 0;
-  while ((1 << log) < value) ++log;
-  return log;
+constexpr AllreduceAlgorithm kFlatCandidates[] = {
+    AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
+    AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree};
+
+// L and G of one synchronised step: the inter-host link if any of its
+// (a, b) pairs crosses hosts.
+class StepLinks {
+ public:
+  StepLinks(const HostLayout& layout, const NetworkCost& network)
+      : layout_(layout), network_(network) {}
+  const LinkCost& Of(const std::vector<std::pair<int, int>>& pairs) const {
+    for (const auto& [a, b] : pairs) {
+      if (!layout_.same_host(a, b)) return network_.inter;
+    }
+    return network_.intra;
+  }
+
+ private:
+  const HostLayout& layout_;
+  const NetworkCost& network_;
+};
+
+// Seconds of one message of `bytes` on `link`.
+double Message(const LinkCost& link, double bytes) {
+  return link.latency_s + bytes * link.seconds_per_byte;
 }
 
-int FloorLog2(int value) {
-  int log = 0;
-  while ((2 << log) <= value) ++log;
-  return log;
+double PredictTree(const HostLayout& layout, const StepLinks& links, double m, double R) {
+  const int size = layout.size();
+  double seconds = 0.0;
+  for (int mask = 1; mask < size; mask <<= 1) {
+    std::vector<std::pair<int, int>> pairs;
+    for (int rank = 0; rank + mask < size; rank += 2 * mask) pairs.emplace_back(rank, rank + mask);
+    // The same pairs once up (reduce) and once down (broadcast).
+    seconds += 2.0 * Message(links.Of(pairs), m) + m * R;
+  }
+  return seconds;
 }
 
-}  // namespace
+// The two whole-vector messages of PowerOfTwoFold and the reduction of one.
+double PredictFold(const HostLayout& layout, const StepLinks& links, double m, double R) {
+  const int size = layout.size();
+  const PowerOfTwoFold fold(0, size);
+  const int extra = size - fold.group_size();
+  if (extra == 0) return 0.0;
+  std::vector<std::pair<int, int>> pairs;
+  for (int i = 0; i < extra; ++i) pairs.emplace_back(2 * i, 2 * i + 1);
+  return 2.0 * Message(links.Of(pairs), m) + m * R;
+}
 
-double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
-                               size_t bytes, const LinkCost& link) {
-  if (size <= 1) return 0.0;
-  const double L = link.latency_s;
-  const double G = link.seconds_per_byte;
-  const double m = static_cast<double>(bytes);
-  const double P = static_cast<double>(size);
-  const int log_p2 = FloorLog2(size);
-  const double p2 = static_cast<double>(1 << log_p2);
-  const double R = link.reduce_seconds_per_byte;
-  const double fold = (size == (1 << log_p2)) ? 0.0 : 2.0 * (L + m * G) + m * R;
+// The XOR partners of one round of the power-of-two phase at `distance`.
+std::vector<std::pair<int, int>> XorPairs(const PowerOfTwoFold& fold, int distance) {
+  std::vector<std::pair<int, int>> pairs;
+  for (int v = 0; v < fold.group_size(); ++v) {
+    if ((v & distance) == 0) pairs.emplace_back(fold.RealRank(v), fold.RealRank(v ^ distance));
+  }
+  return pairs;
+}
 
+double PredictButterfly(const HostLayout& layout, const StepLinks& links, double m, double R) {
+  const PowerOfTwoFold fold(0, layout.size());
+  double seconds = PredictFold(layout, links, m, R);
+  for (int distance = 1; distance < fold.group_size(); distance <<= 1) {
+    seconds += Message(links.Of(XorPairs(fold, distance)), m) + m * R;
+  }
+  return seconds;
+}
+
+double PredictRabenseifner(const HostLayout& layout, const StepLinks& links, double m,
+                           double R) {
+  const PowerOfTwoFold fold(0, layout.size());
+  const double p2 = fold.group_size();
+  double seconds = PredictFold(layout, links, m, R);
+  for (int distance = 1; distance < fold.group_size(); distance <<= 1) {
+    // Halving at this distance moves (and reduces) distance/p2 of the vector,
+    // and the allgather round at the same distance moves as much back.
+    const double part = m * distance / p2;
+    seconds += 2.0 * Message(links.Of(XorPairs(fold, distance)), part) + part * R;
+  }
+  return seconds;
+}
+
+// The ring's 2(P-1) steps form one chain of hops around the ring, so its
+// latency is that of the links the chain crosses (a fraction k/P of them
+// between hosts), while its segments stream at the pace of the slowest link.
+double PredictRing(const HostLayout& layout, const NetworkCost& network, double m, double R) {
+  const int size = layout.size();
+  int crossing = 0;
+  for (int rank = 0; rank < size; ++rank) crossing += !layout.same_host(rank, (rank + 1) % size);
+  const double P = size;
+  const double inter_share = crossing / P;
+  const double latency = inter_share * network.inter.latency_s +
+                         (1.0 - inter_share) * network.intra.latency_s;
+  const double G = crossing > 0 ? network.inter.seconds_per_byte : network.intra.seconds_per_byte;
+  return 2.0 * (P - 1.0) * (latency + (m / P) * G) + (P - 1.0) / P * m * std::max(0.0, R - G);
+}
+
+double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, double m,
+                   const NetworkCost& network) {
+  const StepLinks links(layout, network);
+  const double R = network.intra.reduce_seconds_per_byte;
   switch (algorithm) {
-    case AllreduceAlgorithm::kTree:
-      return 2.0 * CeilLog2(size) * (L + m * G) + CeilLog2(size) * m * R;
-    case AllreduceAlgorithm::kButterfly:
-      return log_p2 * (L + m * G + m * R) + fold;
-    case AllreduceAlgorithm::kRing:
-      return 2.0 * (P - 1.0) * (L + (m / P) * G) +
-             (P - 1.0) / P * m * std::max(0.0, R - G);
-    case AllreduceAlgorithm::kRabenseifner:
-      return 2.0 * L * log_p2 + 2.0 * m * G * (p2 - 1.0) / p2 +
-             (p2 - 1.0) / p2 * m * R + fold;
-    case AllreduceAlgorithm::kAuto:
-    case AllreduceAlgorithm::kMpi:
-      break;
+    case AllreduceAlgorithm::kTree: return PredictTree(layout, links, m, R);
+    case AllreduceAlgorithm::kButterfly: return PredictButterfly(layout, links, m, R);
+    case AllreduceAlgorithm::kRing: return PredictRing(layout, network, m, R);
+    case AllreduceAlgorithm::kRabenseifner: return PredictRabenseifner(layout, links, m, R);
+    default: break;
   }
   return std::numeric_limits<double>::infinity();
 }
 
-AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link) {
-  constexpr AllreduceAlgorithm kCandidates[] = {
-      AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
-      AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree};
-  if (size <= 1) return AllreduceAlgorithm::kButterfly;
-  AllreduceAlgorithm best = kCandidates[0];
-  double best_seconds = PredictAllreduceSeconds(best, size, bytes, link);
-  for (AllreduceAlgorithm candidate : kCandidates) {
-    const double seconds = PredictAllreduceSeconds(candidate, size, bytes, link);
+double PredictHierarchical(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
+  if (!layout.uniform() || layout.host_count() < 2) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const double m = static_cast<double>(bytes);
+  const int per_host = layout.ranks_per_host();
+  const double L = per_host;
+  const LinkCost& intra = network.intra;
+  const double within = per_host == 1 ? 0.0
+      : 2.0 * (L - 1.0) * Message(intra, m / L) +
+        (L - 1.0) / L * m * std::max(0.0, intra.reduce_seconds_per_byte - intra.seconds_per_byte);
+  // One rank per host, every link between hosts.
+  const HostLayout cross = HostLayout::Consecutive(layout.host_count(), layout.host_count());
+  const NetworkCost across = {network.inter, network.inter};
+  const size_t shard = (bytes + per_host - 1) / per_host;
+  double best = std::numeric_limits<double>::infinity();
+  for (AllreduceAlgorithm flat : kFlatCandidates) {
+    NetworkCost with_reduction = across;
+    with_reduction.intra.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+    with_reduction.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+    best = std::min(best, PredictAllreduceSeconds(flat, cross, shard, with_reduction));
+  }
+  return within + best;
+}
+
+}  // namespace
+
+double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& layout,
+                               size_t bytes, const NetworkCost& network) {
+  if (layout.size() <= 1) return 0.0;
+  if (algorithm == AllreduceAlgorithm::kHierarchical) {
+    return PredictHierarchical(layout, bytes, network);
+  }
+  return PredictFlat(algorithm, layout, static_cast<double>(bytes), network);
+}
+
+double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
+                               size_t bytes, const LinkCost& link) {
+  if (size <= 1) return 0.0;
+  return PredictAllreduceSeconds(algorithm, HostLayout(size), bytes, UniformNetwork(link));
+}
+
+AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
+                                   const NetworkCost& network) {
+  if (layout.size() <= 1) return AllreduceAlgorithm::kButterfly;
+  AllreduceAlgorithm best = kFlatCandidates[0];
+  double best_seconds = PredictAllreduceSeconds(best, layout, bytes, network);
+  for (AllreduceAlgorithm candidate :
+       {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
+        AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+        AllreduceAlgorithm::kHierarchical}) {
+    const double seconds = PredictAllreduceSeconds(candidate, layout, bytes, network);
     if (seconds < best_seconds) {  // strict: ties keep the earlier candidate
       best = candidate;
       best_seconds = seconds;
     }
   }
   return best;
+}
+
+AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link) {
+  return ChooseAllreduce(HostLayout(size > 0 ? size : 1), bytes, UniformNetwork(link));
 }
 
 namespace {
@@ -106,18 +236,19 @@ constexpr int kBandwidthRounds = 5;
 constexpr double kMinLatencySeconds = 1e-9;
 constexpr double kMinSecondsPerByte = 1e-13;
 
-double Median(std::vector<double> values) {
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  return values[middle];
+// The fastest of several tries: the model describes the link, and on a
+// machine shared with other work a try can only be slowed by it (a median
+// under load once gave a 5 ms "latency" for a 3 us link).
+double Fastest(const std::vector<double>& values) {
+  return *std::min_element(values.begin(), values.end());
 }
 
-// Rank 0 sends and waits for the echo; rank 1 echoes. Returns rank 0's median
-// round-trip time (rank 1 returns 0).
-Status MedianRoundTrip(Transport& transport, unsigned char* buffer, size_t bytes,
+// Rank 0 sends and waits for the echo; rank `echo` echoes. Returns rank 0's
+// fastest round-trip time (the echo returns 0).
+Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, size_t bytes,
                        int warmups, int rounds, double* seconds) {
   const bool initiator = transport.rank() == 0;
-  const int peer = initiator ? 1 : 0;
+  const int peer = initiator ? echo : 0;
   std::vector<double> samples;
   for (int round = 0; round < warmups + rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
@@ -132,13 +263,13 @@ Status MedianRoundTrip(Transport& transport, unsigned char* buffer, size_t bytes
         std::chrono::steady_clock::now() - start;
     if (round >= warmups) samples.push_back(elapsed.count());
   }
-  *seconds = initiator ? Median(std::move(samples)) : 0.0;
+  *seconds = initiator ? Fastest(samples) : 0.0;
   return Status::OK();
 }
 
-// Median time per byte of reducing a float32 vector of kBandwidthProbeBytes
+// Fastest time per byte of reducing a float32 vector of kBandwidthProbeBytes
 // into another, both larger than most caches, like gradients.
-double MedianReduceSecondsPerByte() {
+double FastestReduceSecondsPerByte() {
   const size_t count = kBandwidthProbeBytes / sizeof(float);
   std::vector<float> accumulator(count, 1.0f), incoming(count, 2.0f);
   std::vector<double> samples;
@@ -150,7 +281,7 @@ double MedianReduceSecondsPerByte() {
         std::chrono::steady_clock::now() - start;
     samples.push_back(elapsed.count() / static_cast<double>(kBandwidthProbeBytes));
   }
-  return Median(std::move(samples));
+  return Fastest(samples);
 }
 
 }  // namespace
@@ -160,18 +291,27 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out) {
     *out = kDefaultLinkCost;
     return Status::OK();
   }
+  return MeasureLinkCostTo(transport, 1, out);
+}
+
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
+  if (peer <= 0 || peer >= transport.size()) {
+    return Status::InvalidArgument("link cost: no rank " + std::to_string(peer) +
+                                   " to measure against in a group of " +
+                                   std::to_string(transport.size()));
+  }
   // {L, G, R} as rank 0 measured them; broadcast as raw doubles (all ranks
   // run the same binary, so the representation agrees).
   double measured[3] = {0.0, 0.0, 0.0};
-  if (transport.rank() <= 1) {
+  if (transport.rank() == 0 || transport.rank() == peer) {
     std::vector<unsigned char> probe(kBandwidthProbeBytes, 0);
     double small_round_trip = 0.0;
     double large_round_trip = 0.0;
-    TFDIST_RETURN_IF_ERROR(MedianRoundTrip(transport, probe.data(),
+    TFDIST_RETURN_IF_ERROR(FastestRoundTrip(transport, peer, probe.data(),
                                            kLatencyProbeBytes, kLatencyWarmups,
                                            kLatencyRounds, &small_round_trip));
-    TFDIST_RETURN_IF_ERROR(MedianRoundTrip(
-        transport, probe.data(), kBandwidthProbeBytes, kBandwidthWarmups,
+    TFDIST_RETURN_IF_ERROR(FastestRoundTrip(
+        transport, peer, probe.data(), kBandwidthProbeBytes, kBandwidthWarmups,
         kBandwidthRounds, &large_round_trip));
     const double latency = std::max(small_round_trip / 2.0, kMinLatencySeconds);
     const double large_one_way = large_round_trip / 2.0;
@@ -179,13 +319,35 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out) {
     measured[1] = std::max((large_one_way - latency) /
                                static_cast<double>(kBandwidthProbeBytes),
                            kMinSecondsPerByte);
-    if (transport.rank() == 0) measured[2] = MedianReduceSecondsPerByte();
+    if (transport.rank() == 0) measured[2] = FastestReduceSecondsPerByte();
   }
   TFDIST_RETURN_IF_ERROR(
       BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
   out->latency_s = measured[0];
   out->seconds_per_byte = measured[1];
   out->reduce_seconds_per_byte = measured[2];
+  return Status::OK();
+}
+
+Status MeasureNetworkCost(Transport& transport, const HostLayout& layout,
+                          NetworkCost* out) {
+  if (transport.size() == 1) {
+    *out = UniformNetwork(kDefaultLinkCost);
+    return Status::OK();
+  }
+  const std::vector<int>& home = layout.ranks_of_host(layout.host_of(0));
+  const int intra_peer = home.size() > 1 ? home[1] : -1;
+  int inter_peer = -1;
+  for (int rank = 1; rank < layout.size() && inter_peer < 0; ++rank) {
+    if (!layout.same_host(0, rank)) inter_peer = rank;
+  }
+  LinkCost intra{};
+  LinkCost inter{};
+  if (intra_peer > 0) TFDIST_RETURN_IF_ERROR(MeasureLinkCostTo(transport, intra_peer, &intra));
+  if (inter_peer > 0) TFDIST_RETURN_IF_ERROR(MeasureLinkCostTo(transport, inter_peer, &inter));
+  if (intra_peer < 0) intra = inter;
+  if (inter_peer < 0) inter = intra;
+  *out = NetworkCost{intra, inter};
   return Status::OK();
 }
 

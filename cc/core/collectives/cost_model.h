@@ -1,12 +1,14 @@
-// The survey's cost model (Ben-Nun & Hoefler 2018, Table 4) for the four
-// transport allreduce algorithms, a selector that takes its argmin, and a
-// ping-pong that measures the model's two machine parameters.
+// The survey's cost model (Ben-Nun & Hoefler 2018, Table 4) for the
+// transport allreduce algorithms, extended to two link classes (within a
+// host, between hosts); a selector that takes its argmin; and a ping-pong
+// that measures the model's three machine parameters per link class.
 #ifndef TFDIST_CORE_COLLECTIVES_COST_MODEL_H_
 #define TFDIST_CORE_COLLECTIVES_COST_MODEL_H_
 
 #include <cstddef>
 
 #include "cc/core/collectives/algorithm.h"
+#include "cc/core/collectives/host_layout.h"
 #include "cc/core/status.h"
 #include "cc/core/transport/transport.h"
 
@@ -27,25 +29,59 @@ struct LinkCost {
 // a typical fast interconnect, and no reduction cost.
 constexpr LinkCost kDefaultLinkCost = {2e-6, 1e-10, 0.0};
 
-// Predicted seconds for one allreduce of `bytes` bytes (gamma*m) over P ranks.
-// kTree, kButterfly, kRing and kRabenseifner are modelled; kAuto and kMpi
-// return +infinity. P <= 1 costs 0.
+// The two link classes of a job whose ranks span hosts. `intra` is L, G and
+// R within a host; `inter` is L and G between hosts (its R is not used:
+// reducing a byte costs the host's R wherever the byte came from).
+struct NetworkCost {
+  LinkCost intra;
+  LinkCost inter;
+};
+
+// Both classes equal `link`: the one-host (or one-link) model.
+inline NetworkCost UniformNetwork(const LinkCost& link) { return {link, link}; }
+
+// Predicted seconds for one allreduce of `bytes` bytes (gamma*m) over the
+// ranks of `layout`. Each step of a flat algorithm costs the slower link
+// class among the messages sent in that step (a ring over 2x2 hosts is
+// bounded by its inter-host steps). kTree, kButterfly, kRing, kRabenseifner
+// and kHierarchical are modelled; kHierarchical only on a uniform layout of
+// several hosts (else +infinity, as for kAuto and kMpi). P <= 1 costs 0.
+double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& layout,
+                               size_t bytes, const NetworkCost& network);
+
+// The one-host form: P ranks, every link `link`.
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
                                size_t bytes, const LinkCost& link);
 
-// The modelled-fastest of tree, butterfly, ring and Rabenseifner. Exact ties
-// go to the first in the order butterfly, Rabenseifner, ring, tree (fewest
-// messages first). P <= 1 returns kButterfly (which then does nothing).
-// Deterministic: equal arguments give the same choice on every rank.
+// The modelled-fastest of tree, butterfly, ring, Rabenseifner and
+// hierarchical. Exact ties go to the first in the order butterfly,
+// Rabenseifner, ring, tree, hierarchical (fewest messages first). P <= 1
+// returns kButterfly (which then does nothing). Deterministic: equal
+// arguments give the same choice on every rank.
+AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
+                                   const NetworkCost& network);
+
+// The one-host form; never picks hierarchical.
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link);
 
 // Measures L and G by ping-pong between ranks 0 and 1 (small messages for L,
-// 4 MiB messages for G; median of several round trips) and R by reducing
-// 4 MiB of float32 on rank 0, then broadcasts rank 0's numbers, so that every rank returns identical values and hence makes
-// identical choices. Other ranks only take part in the broadcast. Takes a
-// few milliseconds on shared memory. P == 1 returns kDefaultLinkCost.
+// 4 MiB messages for G; fastest of several round trips) and R by reducing
+// 4 MiB of float32 on rank 0, then broadcasts rank 0's numbers, so that
+// every rank returns identical values and hence makes identical choices.
+// Other ranks only take part in the broadcast. Takes a few milliseconds on
+// shared memory. P == 1 returns kDefaultLinkCost.
 // Collective: every rank must call it.
 Status MeasureLinkCost(Transport& transport, LinkCost* out);
+
+// The same between ranks 0 and `peer` (1 <= peer < P).
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out);
+
+// Both link classes of `layout`: intra between rank 0 and the next rank on
+// its host, inter between rank 0 and the first rank of the next host. A
+// class the layout has no pair for (one rank per host; one host) copies the
+// other. Collective.
+Status MeasureNetworkCost(Transport& transport, const HostLayout& layout,
+                          NetworkCost* out);
 
 }  // namespace tfdist
 

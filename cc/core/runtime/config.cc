@@ -46,7 +46,7 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       if (!ParseAllreduceAlgorithm(value, &config.default_algorithm)) {
         return Status::InvalidArgument(
             "tfdist config: unknown allreduce algorithm '" + value +
-            "' (expected auto, tree, butterfly, ring, rabenseifner or mpi)");
+            "' (expected auto, tree, butterfly, ring, rabenseifner, hierarchical or mpi)");
       }
     } else if (key == "fusion_threshold") {
       TFDIST_RETURN_IF_ERROR(ParseSize(key, value, &config.fusion_threshold_bytes));
@@ -64,6 +64,30 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.seconds_per_byte));
     } else if (key == "reduce_seconds_per_byte") {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.reduce_seconds_per_byte));
+    } else if (key == "inter_host_latency_seconds") {
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.inter_host_latency_seconds));
+    } else if (key == "inter_host_seconds_per_byte") {
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.inter_host_seconds_per_byte));
+    } else if (key == "virtual_hosts") {
+      double hosts = 0;
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &hosts));
+      if (hosts < 0 || hosts != static_cast<int>(hosts)) {
+        return Status::InvalidArgument("TFDIST_VIRTUAL_HOSTS=" + value +
+                                       " must be a positive whole number of hosts");
+      }
+      config.virtual_hosts = static_cast<int>(hosts);
+    } else if (key == "emulated_bandwidth") {
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.emulated_bandwidth));
+      if (!(config.emulated_bandwidth > 0)) {
+        return Status::InvalidArgument("TFDIST_EMULATED_BANDWIDTH=" + value +
+                                       " must be a positive number of bytes per second");
+      }
+    } else if (key == "emulated_latency") {
+      TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.emulated_latency));
+      if (!(config.emulated_latency >= 0)) {
+        return Status::InvalidArgument("TFDIST_EMULATED_LATENCY=" + value +
+                                       " must be a non-negative number of seconds");
+      }
     } else if (key == "calibration_cache_dir") {
       config.calibration_cache_dir = value;
     } else if (key == "timeline") {

@@ -29,6 +29,16 @@ struct RuntimeConfig {
   double seconds_per_byte = -1.0;
   // Used only with the two above; 0 gives the survey's formulas exactly.
   double reduce_seconds_per_byte = 0.0;
+  // Inter-host link cost (cost_model.h NetworkCost); negative: measured at
+  // init between ranks on different hosts (never cached).
+  double inter_host_latency_seconds = -1.0;
+  double inter_host_seconds_per_byte = -1.0;
+  // Split the ranks into this many hosts of consecutive ranks (topology.h);
+  // 0: the real hosts.
+  int virtual_hosts = 0;
+  // Emulated inter-host links (emulated_link_transport.h); bandwidth 0: off.
+  double emulated_bandwidth = 0.0;  // bytes per second
+  double emulated_latency = 0.0;    // seconds
   std::string calibration_cache_dir;  // empty: do not cache the measurement
   std::string timeline_path;          // empty: no timeline
   bool debug_log = false;             // one line per collective on stderr

@@ -38,7 +38,7 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
   AllreduceAlgorithm algorithm =
       requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
   if (algorithm == AllreduceAlgorithm::kAuto) {
-    algorithm = ChooseAllreduce(transport_.size(), bytes, link_cost_);
+    algorithm = ChooseAllreduce(hosts_, bytes, network_);
   }
   return algorithm;
 }
@@ -56,7 +56,9 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_(buffer, count, dtype, op);
   }
-  return RunAllreduce(algorithm, wire_, buffer, count, dtype, op);
+  LinkCost inter_host = network_.inter;
+  inter_host.reduce_seconds_per_byte = network_.intra.reduce_seconds_per_byte;
+  return RunAllreduce(algorithm, wire_, hosts_, inter_host, buffer, count, dtype, op);
 }
 
 namespace {

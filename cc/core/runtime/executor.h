@@ -28,17 +28,20 @@ using ReferenceAllreduce =
 
 class CollectiveExecutor {
  public:
-  // Collectives move their data over `transport`; barriers go through
-  // `control_plane`. Both must outlive the executor.
+  // Collectives move their data over `transport` (the process's transport,
+  // or an emulated-link wrapper of it); barriers go through `control_plane`.
+  // Both must outlive the executor. `hosts` and `network` are what "auto"
+  // and the hierarchical allreduce decide by.
   CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
-                     ReferenceAllreduce reference_allreduce, const LinkCost& link_cost,
-                     AllreduceAlgorithm default_algorithm, bool debug_log,
-                     Stats& stats, Timeline& timeline)
+                     ReferenceAllreduce reference_allreduce, const HostLayout& hosts,
+                     const NetworkCost& network, AllreduceAlgorithm default_algorithm,
+                     bool debug_log, Stats& stats, Timeline& timeline)
       : transport_(transport),
         control_plane_(control_plane),
         reference_allreduce_(std::move(reference_allreduce)),
         wire_(transport, stats.bytes_sent),
-        link_cost_(link_cost),
+        hosts_(hosts),
+        network_(network),
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
         stats_(stats),
@@ -89,7 +92,8 @@ class CollectiveExecutor {
   ControlPlane& control_plane_;
   ReferenceAllreduce reference_allreduce_;
   CountingTransport wire_;  // what the algorithms send through
-  LinkCost link_cost_;
+  HostLayout hosts_;
+  NetworkCost network_;
   AllreduceAlgorithm default_algorithm_;
   bool debug_log_;
   Stats& stats_;

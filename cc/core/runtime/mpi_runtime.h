@@ -10,13 +10,17 @@
 
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/runtime.h"
+#include "cc/core/runtime/topology.h"
 
 namespace tfdist {
 
 // Collective over `comm`: every rank calls it. Checks that the ranks' settings
-// agree, measures or reads the link cost, then starts the runtime.
+// agree, finds the hosts (virtual ones with TFDIST_VIRTUAL_HOSTS) into
+// `topology`, puts the collectives and the control plane behind emulated
+// inter-host links when TFDIST_EMULATED_BANDWIDTH is set, measures or reads
+// the link costs, then starts the runtime.
 Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
-                        std::unique_ptr<Runtime>* out);
+                        std::unique_ptr<Runtime>* out, Topology* topology);
 
 }  // namespace tfdist
 

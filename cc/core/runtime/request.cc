@@ -49,7 +49,7 @@ bool IsSequenceName(const std::string& name) {
 }
 
 Status DescribeAlgorithm(int algorithm_code, TensorDescription* d) {
-  if (algorithm_code < 0 || algorithm_code > static_cast<int>(AllreduceAlgorithm::kMpi)) {
+  if (algorithm_code < 0 || algorithm_code > static_cast<int>(AllreduceAlgorithm::kHierarchical)) {
     return Status::InvalidArgument("unknown allreduce algorithm " +
                                    std::to_string(algorithm_code));
   }

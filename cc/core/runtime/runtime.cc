@@ -23,9 +23,9 @@ constexpr double kIdleTickMs = 100.0;
 
 }  // namespace
 
-Status Runtime::Start(const RuntimeConfig& config, RuntimeLinks links,
-                      const LinkCost& link_cost, std::unique_ptr<Runtime>* out) {
-  auto runtime = std::make_unique<Runtime>(config, std::move(links), link_cost);
+Status Runtime::Start(const RuntimeConfig& config, RuntimeLinks links, const HostLayout& hosts,
+                      const NetworkCost& network_cost, std::unique_ptr<Runtime>* out) {
+  auto runtime = std::make_unique<Runtime>(config, std::move(links), hosts, network_cost);
   TFDIST_RETURN_IF_ERROR(
       runtime->timeline_.Open(config.timeline_path, runtime->rank(), runtime->size()));
   runtime->thread_ = std::thread(&Runtime::Loop, runtime.get());
@@ -33,15 +33,17 @@ Status Runtime::Start(const RuntimeConfig& config, RuntimeLinks links,
   return Status::OK();
 }
 
-Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const LinkCost& link_cost)
+Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayout& hosts,
+                 const NetworkCost& network_cost)
     : links_(std::move(links)),
       config_(config),
       transport_(*links_.transport),
       control_plane_(*links_.control_plane),
-      link_cost_(link_cost),
+      hosts_(hosts),
+      network_cost_(network_cost),
       bursts_(kSettle),
       negotiator_(control_plane_, config_.cache_capacity),
-      executor_(transport_, control_plane_, links_.reference_allreduce, link_cost_,
+      executor_(transport_, control_plane_, links_.reference_allreduce, hosts_, network_cost_,
                 config_.default_algorithm, config_.debug_log, stats_, timeline_),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
                        transport_.rank(), links_.stall_reports) {}

@@ -30,6 +30,7 @@
 #include "cc/core/runtime/timeline.h"
 #include "cc/core/transport/control_plane.h"
 #include "cc/core/transport/transport.h"
+#include "cc/core/collectives/host_layout.h"
 
 namespace tfdist {
 
@@ -48,12 +49,13 @@ struct RuntimeLinks {
 class Runtime {
  public:
   // Collective: every rank calls it with the same config. Starts the
-  // background thread. The settings check (settings_agreement.h) and the
-  // link cost are the caller's: they come before anything that depends on
-  // them.
-  static Status Start(const RuntimeConfig& config, RuntimeLinks links,
-                      const LinkCost& link_cost, std::unique_ptr<Runtime>* out);
-  Runtime(const RuntimeConfig& config, RuntimeLinks links, const LinkCost& link_cost);
+  // background thread. The settings check (settings_agreement.h), the hosts
+  // and the link costs are the caller's: they come before anything that
+  // depends on them.
+  static Status Start(const RuntimeConfig& config, RuntimeLinks links, const HostLayout& hosts,
+                      const NetworkCost& network_cost, std::unique_ptr<Runtime>* out);
+  Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayout& hosts,
+          const NetworkCost& network_cost);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -79,7 +81,12 @@ class Runtime {
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   const Stats& stats() const { return stats_; }
-  const LinkCost& link_cost() const { return link_cost_; }
+  // The intra-host link cost, and both link classes.
+  const LinkCost& link_cost() const { return network_cost_.intra; }
+  const NetworkCost& network_cost() const { return network_cost_; }
+  // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
+  const HostLayout& hosts() const { return hosts_; }
+  const RuntimeConfig& config() const { return config_; }
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
     return executor_.Resolve(requested, bytes);
   }
@@ -111,7 +118,8 @@ class Runtime {
   RuntimeConfig config_;
   Transport& transport_;
   ControlPlane& control_plane_;
-  LinkCost link_cost_;
+  HostLayout hosts_;
+  NetworkCost network_cost_;
   Stats stats_;        // written by round threads, read by anyone (stats.h)
   Timeline timeline_;  // used by round threads only, after Start opened it
 

@@ -46,6 +46,11 @@ SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
   s.latency_seconds = config.latency_seconds;
   s.seconds_per_byte = config.seconds_per_byte;
   s.reduce_seconds_per_byte = config.reduce_seconds_per_byte;
+  s.inter_host_latency_seconds = config.inter_host_latency_seconds;
+  s.inter_host_seconds_per_byte = config.inter_host_seconds_per_byte;
+  s.virtual_hosts = config.virtual_hosts;
+  s.emulated_bandwidth = config.emulated_bandwidth;
+  s.emulated_latency = config.emulated_latency;
   return s;
 }
 
@@ -66,6 +71,18 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
                                [](const S& s) { return Text(s.seconds_per_byte); }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_REDUCE_SECONDS_PER_BYTE",
                                [](const S& s) { return Text(s.reduce_seconds_per_byte); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_INTER_HOST_LATENCY",
+                               [](const S& s) { return Text(s.inter_host_latency_seconds); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_INTER_HOST_SECONDS_PER_BYTE",
+                               [](const S& s) { return Text(s.inter_host_seconds_per_byte); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_VIRTUAL_HOSTS", [](const S& s) {
+    return s.virtual_hosts > 0 ? Text(s.virtual_hosts) : std::string("unset");
+  }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_EMULATED_BANDWIDTH", [](const S& s) {
+    return s.emulated_bandwidth > 0 ? Text(s.emulated_bandwidth) : std::string("unset");
+  }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_EMULATED_LATENCY",
+                               [](const S& s) { return Text(s.emulated_latency); }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "whether TFDIST_CALIBRATION_CACHE_DIR is set",
                                [](const S& s) { return s.calibration_cached ? "yes" : "no"; }));
   return Status::OK();

@@ -24,6 +24,11 @@ struct SharedSettings {
   double latency_seconds = 0;
   double seconds_per_byte = 0;
   double reduce_seconds_per_byte = 0;
+  double inter_host_latency_seconds = 0;
+  double inter_host_seconds_per_byte = 0;
+  int32_t virtual_hosts = 0;
+  double emulated_bandwidth = 0;
+  double emulated_latency = 0;
 };
 
 SharedSettings SharedSettingsOf(const RuntimeConfig& config);

@@ -27,7 +27,7 @@ struct Stats {
   std::atomic<uint64_t> cached_rounds{0};     // rounds settled by the bit vector alone
   std::atomic<uint64_t> errors{0};
   // Allreduce executions per algorithm, indexed by AllreduceAlgorithm.
-  std::atomic<uint64_t> algorithm_calls[6]{};
+  std::atomic<uint64_t> algorithm_calls[7]{};
 };
 
 }  // namespace tfdist

@@ -1,0 +1,431 @@
+"""The cost model against measurement, cell by cell, on one host and on emulated multi-host jobs.
+
+    python -m benchmarks.costmodel                      # every configuration, ~10 min
+    python -m benchmarks.costmodel --configs 2x2-10g    # one of them
+
+For each configuration it starts one job (mpirun, with TFDIST_VIRTUAL_HOSTS
+and TFDIST_EMULATED_BANDWIDTH/LATENCY set as the configuration says). In that
+job every allreduce algorithm (tree, butterfly, ring, Rabenseifner, and
+hierarchical where there are several hosts) runs at sizes from 4 B to 64 MiB
+of float32, called directly on the transport the runtime's collectives use
+(no negotiation, no TensorFlow; cc/tf/costmodel_bench_api.cc), one call per
+barrier, the slowest rank's time taken; the fastest of the calls is the
+measurement (the model predicts a collective with the machine to itself,
+and on a shared machine other work only adds), the median is printed beside
+it. Next to each
+measurement it prints the runtime's prediction (the two-link cost model on
+the link costs calibrated at init), the ratio, what "auto" picks and which
+algorithm was fastest. Jobs with emulated links also measure the emulation
+itself (ping-pong between every rank and a partner on another host, all pairs
+at once) and, at 64 MiB, allreduce through the full runtime (TensorFlow op,
+negotiation) with algorithm "auto", "ring" and "hierarchical", in the same job.
+
+Writes everything as JSON (--json) and, when matplotlib is importable, a
+plot of predicted against measured time (--plot).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+GIGABIT = 1e9 / 8  # bytes per second
+EMULATED_LATENCY = 50e-6  # seconds, for every emulated configuration
+FLOAT32 = 6  # cc/core/data_type.h DataType::kFloat32
+FLAT_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
+SIZES = tuple(4 * 16 ** k for k in range(7))  # 4 B, 64 B, ..., 64 MiB
+TARGET_SECONDS = 0.25  # per cell, after warm-up
+MIN_ITERATIONS = 3
+MAX_ITERATIONS = 40
+PING_PONG_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
+
+# name -> ranks, virtual hosts (None: the real host), emulated Gb/s (None: off).
+CONFIGURATIONS: Dict[str, Dict[str, Any]] = {
+    "1host-p2": {"np": 2, "hosts": None, "gbps": None},
+    "1host-p4": {"np": 4, "hosts": None, "gbps": None},
+    "2x2-10g": {"np": 4, "hosts": 2, "gbps": 10.0},
+    "4x2-1g": {"np": 8, "hosts": 4, "gbps": 1.0},
+    "2x4-10g": {"np": 8, "hosts": 2, "gbps": 10.0},
+}
+
+# Prediction within this factor of measurement counts as a hit.
+PREDICTION_TOLERANCE = 0.25
+AUTO_TOLERANCE = 0.10
+
+
+# ---------------------------------------------------------------- worker (one rank of a job)
+
+def _bench_library() -> ctypes.CDLL:
+    from tfdist import _library
+    lib = _library.control()
+    lib.tfdist_time_allreduce_on_hosts.argtypes = [
+        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+        ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
+    lib.tfdist_time_allreduce_on_hosts.restype = ctypes.c_int
+    lib.tfdist_time_ping_pong_on_hosts.argtypes = [
+        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+        ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
+    lib.tfdist_time_ping_pong_on_hosts.restype = ctypes.c_int
+    return lib
+
+
+def _slowest_rank(comm, seconds: Sequence[float]) -> List[float]:
+    """For each call, the slowest rank's time."""
+    from mpi4py import MPI
+    import numpy as np
+    slowest = np.empty(len(seconds))
+    comm.Allreduce(np.asarray(seconds, dtype=np.float64), slowest, op=MPI.MAX)
+    return slowest.tolist()
+
+
+def _iterations(predicted: float) -> int:
+    # From the prediction, identical on every rank, so every rank runs as many calls.
+    if not predicted or predicted != predicted or predicted == float("inf"):
+        return MIN_ITERATIONS
+    return max(MIN_ITERATIONS, min(MAX_ITERATIONS, int(TARGET_SECONDS / predicted)))
+
+
+def _time_allreduce(lib, comm, algorithm: str, buffer, iterations: int) -> List[float]:
+    from mpi4py import MPI
+    from tfdist.config import ALGORITHMS
+    seconds = (ctypes.c_double * iterations)()
+    error = ctypes.create_string_buffer(1024)
+    code = lib.tfdist_time_allreduce_on_hosts(
+        MPI._handleof(comm), ALGORITHMS.index(algorithm), buffer.ctypes.data, buffer.size,
+        FLOAT32, iterations, seconds, error, len(error))
+    if code:
+        raise RuntimeError(f"{algorithm}: {error.value.decode()}")
+    return list(seconds)
+
+
+def _measure_cells(lib, comm, hosts: int) -> List[Dict[str, Any]]:
+    import numpy as np
+    from tfdist import runtime
+    algorithms = FLAT_ALGORITHMS + (("hierarchical",) if hosts > 1 else ())
+    cells = []
+    for nbytes in SIZES:
+        count = max(1, nbytes // 4)
+        auto = runtime.algorithm_for(count * 4)
+        for algorithm in algorithms:
+            predicted = runtime.predict_allreduce_seconds(count * 4, algorithm)
+            buffer = np.ones(count, np.float32)
+            iterations = _iterations(predicted)
+            _time_allreduce(lib, comm, algorithm, buffer, 1)  # warm-up
+            calls = _slowest_rank(comm, _time_allreduce(lib, comm, algorithm, buffer, iterations))
+            # The model predicts a collective that has the machine to itself;
+            # on a shared machine other work only ever adds time, so the
+            # fastest call is the measurement, and the median is kept beside it.
+            cells.append({"bytes": count * 4, "algorithm": algorithm, "predicted_s": predicted,
+                          "measured_s": min(calls), "median_s": statistics.median(calls),
+                          "auto": auto, "iterations": iterations})
+    return cells
+
+
+def _measure_emulation(lib, comm, per_host: int, bandwidth: float, latency: float
+                       ) -> List[Dict[str, Any]]:
+    """Every rank ping-pongs with the rank at the same place on the partner host."""
+    import numpy as np
+    from mpi4py import MPI
+    rank, size = comm.rank, comm.size
+    host = rank // per_host
+    partner_host = host ^ 1
+    peer = partner_host * per_host + rank % per_host
+    if peer >= size:
+        peer = -1  # an odd host out sits this one out
+    rows = []
+    for nbytes in PING_PONG_SIZES:
+        model = latency + nbytes / bandwidth
+        iterations = max(MIN_ITERATIONS, min(20, int(TARGET_SECONDS / (2 * model))))
+        buffer = np.zeros(nbytes, np.uint8)
+        seconds = (ctypes.c_double * (iterations + 1))()
+        error = ctypes.create_string_buffer(1024)
+        code = lib.tfdist_time_ping_pong_on_hosts(MPI._handleof(comm), peer, buffer.ctypes.data,
+                                                  nbytes, iterations + 1, seconds, error,
+                                                  len(error))
+        if code:
+            raise RuntimeError(f"ping-pong: {error.value.decode()}")
+        calls = _slowest_rank(comm, list(seconds)[1:])
+        rows.append({"bytes": nbytes, "model_s": model, "measured_s": min(calls),
+                     "median_s": statistics.median(calls),
+                     "pairs": size // (2 * per_host) * per_host})
+    return rows
+
+
+def _measure_through_runtime(comm) -> Dict[str, float]:
+    """64 MiB through tfdist.allreduce (TensorFlow op, negotiation), per algorithm."""
+    import numpy as np
+    import tensorflow as tf
+    import tfdist
+    x = tf.constant(np.ones((64 << 20) // 4, np.float32))
+    result = {}
+    for algorithm in ("auto", "ring", "hierarchical"):
+        tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm,
+                         name=f"costmodel.warm.{algorithm}").numpy()
+        samples = []
+        for i in range(3):
+            comm.Barrier()
+            start = time.perf_counter()
+            tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm,
+                             name=f"costmodel.{algorithm}.{i}").numpy()
+            samples.append(time.perf_counter() - start)
+        result[algorithm] = min(_slowest_rank(comm, samples))
+    return result
+
+
+def worker(json_path: str) -> int:
+    """One rank of a configuration's job; rank 0 writes the job's results to ``json_path``."""
+    import tfdist
+    from mpi4py import MPI
+    from tfdist import runtime
+    tfdist.init()
+    comm = MPI.COMM_WORLD.Dup()
+    lib = _bench_library()
+    settings = tfdist.RuntimeSettings.from_environment()
+    hosts = tfdist.cross_size()
+    per_host = tfdist.local_size()
+    result: Dict[str, Any] = {
+        "np": comm.size, "hosts": hosts, "ranks_per_host": per_host,
+        "emulated_bandwidth": settings.emulated_bandwidth,
+        "emulated_latency": settings.emulated_latency,
+        "network_cost": runtime.network_cost(),
+        "cells": _measure_cells(lib, comm, hosts),
+    }
+    if settings.emulated_bandwidth and hosts > 1:
+        result["emulation"] = _measure_emulation(lib, comm, per_host, settings.emulated_bandwidth,
+                                                 settings.emulated_latency or 0.0)
+        result["runtime_64MiB_s"] = _measure_through_runtime(comm)
+    if comm.rank == 0:
+        Path(json_path).write_text(json.dumps(result, indent=1))
+    comm.Free()
+    tfdist.shutdown()
+    return 0
+
+
+# ---------------------------------------------------------------- driver (one job per configuration)
+
+def _find_mpirun() -> str:
+    sys.path.insert(0, str(ROOT))
+    from tfdistrun import find_mpirun
+    return find_mpirun()
+
+
+def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
+    """Runs one configuration's job and returns rank 0's results."""
+    config = CONFIGURATIONS[name]
+    env = dict(os.environ)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1",
+                "TF_NUM_INTEROP_THREADS": "1"})
+    for key in ("TFDIST_VIRTUAL_HOSTS", "TFDIST_EMULATED_BANDWIDTH", "TFDIST_EMULATED_LATENCY"):
+        env.pop(key, None)
+    if config["hosts"]:
+        env["TFDIST_VIRTUAL_HOSTS"] = str(config["hosts"])
+    if config["gbps"]:
+        env["TFDIST_EMULATED_BANDWIDTH"] = repr(config["gbps"] * GIGABIT)
+        env["TFDIST_EMULATED_LATENCY"] = repr(EMULATED_LATENCY)
+    with tempfile.TemporaryDirectory() as scratch:
+        # An empty cache: the link costs are measured under this run's
+        # conditions, not read from another moment (or another load).
+        env["TFDIST_CALIBRATION_CACHE_DIR"] = str(Path(scratch) / "calibration")
+        out = Path(scratch) / "result.json"
+        # Run as a script from outside the source tree, so that the ranks
+        # import the installed tfdist (with its native library), not ./tfdist.
+        command = [_find_mpirun(), "-np", str(config["np"]), "--oversubscribe", "--bind-to",
+                   "none", sys.executable, str(Path(__file__).resolve()), "--worker", str(out)]
+        started = time.perf_counter()
+        completed = subprocess.run(command, env=env, cwd=scratch, capture_output=True,
+                                   text=True, timeout=timeout)
+        if completed.returncode != 0 or not out.exists():
+            raise RuntimeError(f"configuration {name} failed (exit {completed.returncode}):\n"
+                               f"{(completed.stdout + completed.stderr)[-4000:]}")
+        result = json.loads(out.read_text())
+    result["name"] = name
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def summarize(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The goals of docs/cost_model.md over every cell of every configuration."""
+    hits = cells = 0
+    auto_hits = auto_cases = 0
+    worst_auto = 1.0
+    for result in results:
+        by_size: Dict[int, Dict[str, Dict[str, Any]]] = {}
+        for cell in result["cells"]:
+            by_size.setdefault(cell["bytes"], {})[cell["algorithm"]] = cell
+            cells += 1
+            ratio = cell["predicted_s"] / cell["measured_s"]
+            hits += abs(ratio - 1.0) <= PREDICTION_TOLERANCE
+        for size, row in by_size.items():
+            fastest = min(row.values(), key=lambda c: c["measured_s"])
+            auto = row[next(iter(row.values()))["auto"]]
+            ratio = auto["measured_s"] / fastest["measured_s"]
+            auto_cases += 1
+            auto_hits += ratio <= 1.0 + AUTO_TOLERANCE
+            worst_auto = max(worst_auto, ratio)
+    return {"cells": cells, "predictions_within_25pct": hits / max(cells, 1),
+            "auto_cases": auto_cases, "auto_within_10pct": auto_hits / max(auto_cases, 1),
+            "auto_worst_ratio": worst_auto}
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "inf"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def print_result(result: Dict[str, Any]) -> None:
+    """The configuration's table: one line per (size, algorithm)."""
+    cost = result["network_cost"]
+    print(f"\n== {result['name']}: P={result['np']} as {result['hosts']} host(s) x "
+          f"{result['ranks_per_host']}; emulated "
+          f"{'off' if not result.get('emulated_bandwidth') else _gbps(result)}; "
+          f"job took {result['wall_s']:.0f} s")
+    print(f"   intra L={_format_seconds(cost['intra_latency_s'])} "
+          f"G={cost['intra_seconds_per_byte']:.3g} s/B R={cost['reduce_seconds_per_byte']:.3g} s/B;"
+          f" inter L={_format_seconds(cost['inter_latency_s'])} "
+          f"G={cost['inter_seconds_per_byte']:.3g} s/B")
+    print(f"   {'bytes':>9} {'algorithm':<13} {'predicted':>10} {'measured':>10} {'ratio':>6}"
+          f" {'median':>10}  {'auto':<13} {'fastest':<13}")
+    by_size: Dict[int, List[Dict[str, Any]]] = {}
+    for cell in result["cells"]:
+        by_size.setdefault(cell["bytes"], []).append(cell)
+    for size, row in by_size.items():
+        fastest = min(row, key=lambda c: c["measured_s"])["algorithm"]
+        for cell in row:
+            ratio = cell["predicted_s"] / cell["measured_s"]
+            print(f"   {size:>9} {cell['algorithm']:<13} {_format_seconds(cell['predicted_s']):>10}"
+                  f" {_format_seconds(cell['measured_s']):>10} {ratio:>6.2f}"
+                  f" {_format_seconds(cell['median_s']):>10}  "
+                  f"{cell['auto']:<13} {fastest:<13}")
+    for row in result.get("emulation", []):
+        print(f"   emulated link, {row['pairs']} pairs at once, {row['bytes']:>9} B: model "
+              f"{_format_seconds(row['model_s'])}, measured {_format_seconds(row['measured_s'])}"
+              f" (ratio {row['measured_s'] / row['model_s']:.3f}; median "
+              f"{_format_seconds(row['median_s'])})")
+    runtime = result.get("runtime_64MiB_s")
+    if runtime:
+        print(f"   64 MiB through tfdist.allreduce: auto {_format_seconds(runtime['auto'])} "
+              f"({runtime['auto'] / runtime['ring']:.2f}x ring), hierarchical "
+              f"{_format_seconds(runtime['hierarchical'])} "
+              f"({runtime['hierarchical'] / runtime['ring']:.2f}x ring), ring "
+              f"{_format_seconds(runtime['ring'])}")
+
+
+def _gbps(result: Dict[str, Any]) -> str:
+    return (f"{result['emulated_bandwidth'] / GIGABIT:g} Gb/s, "
+            f"{_format_seconds(result['emulated_latency'] or 0.0)}")
+
+
+def markdown(document: Dict[str, Any]) -> str:
+    """docs/cost_model.md's tables from a results file: per configuration, one row per size."""
+    lines = []
+    for result in document["configurations"]:
+        algorithms = list(dict.fromkeys(c["algorithm"] for c in result["cells"]))
+        summary = summarize([result])
+        lines.append(f"**{result['name']}** (P={result['np']}, {result['hosts']} host(s) x "
+                     f"{result['ranks_per_host']}"
+                     + (f", {_gbps(result)}" if result.get("emulated_bandwidth") else "")
+                     + f"): predictions within 25% in {summary['predictions_within_25pct']:.0%}"
+                     f" of cells, auto within 10% of the fastest at "
+                     f"{summary['auto_within_10pct']:.0%} of sizes, at worst "
+                     f"{summary['auto_worst_ratio']:.2f}x.\n")
+        lines.append("| bytes | " + " | ".join(algorithms) + " | auto | fastest |")
+        lines.append("|---" * (len(algorithms) + 3) + "|")
+        by_size: Dict[int, Dict[str, Dict[str, Any]]] = {}
+        for cell in result["cells"]:
+            by_size.setdefault(cell["bytes"], {})[cell["algorithm"]] = cell
+        for size, row in by_size.items():
+            fastest = min(row.values(), key=lambda c: c["measured_s"])["algorithm"]
+            entries = [f"{_format_seconds(row[a]['measured_s'])} ({row[a]['predicted_s'] / row[a]['measured_s']:.2f})"
+                       for a in algorithms]
+            auto = next(iter(row.values()))["auto"]
+            lines.append(f"| {size} | " + " | ".join(entries) + f" | {auto} | {fastest} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results: List[Dict[str, Any]], path: str) -> bool:
+    """Predicted against measured time, one colour per configuration; False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(figsize=(7, 7))
+    low, high = 1e-6, 10.0
+    for result in results:
+        measured = [c["measured_s"] for c in result["cells"]]
+        predicted = [c["predicted_s"] for c in result["cells"]]
+        axes.scatter(measured, predicted, s=12, label=result["name"])
+        low = min(low, *measured, *predicted)
+    axes.plot([low, high], [low, high], color="black", linewidth=0.8)
+    axes.plot([low, high], [low * 1.25, high * 1.25], color="grey", linewidth=0.5, linestyle="--")
+    axes.plot([low, high], [low * 0.75, high * 0.75], color="grey", linewidth=0.5, linestyle="--")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("measured (s)")
+    axes.set_ylabel("predicted (s)")
+    axes.set_title("tfdist allreduce cost model: predicted vs measured")
+    axes.legend()
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    return True
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.costmodel",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGURATIONS),
+                        default=list(CONFIGURATIONS), help="configurations to run (default all)")
+    parser.add_argument("--json", default="docs/bench/costmodel.json", help="results file")
+    parser.add_argument("--plot", default="docs/bench/costmodel.png",
+                        help="plot file (written when matplotlib is importable)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds one configuration's job may take")
+    parser.add_argument("--markdown", metavar="JSON",
+                        help="print the tables of docs/cost_model.md from a results file and exit")
+    parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
+
+    results = []
+    for name in args.configs:
+        result = run_configuration(name, args.timeout)
+        print_result(result)
+        sys.stdout.flush()
+        results.append(result)
+    summary = summarize(results)
+    print(f"\npredictions within 25%: {summary['predictions_within_25pct']:.0%} of "
+          f"{summary['cells']} cells (goal 80%); auto within 10% of the fastest: "
+          f"{summary['auto_within_10pct']:.0%} of {summary['auto_cases']} (goal 90%); "
+          f"auto at worst {summary['auto_worst_ratio']:.2f}x the fastest (goal <= 1.5x)")
+    document = {"command": "python -m benchmarks.costmodel " + " ".join(argv),
+                "emulated_latency_s": EMULATED_LATENCY, "summary": summary,
+                "configurations": results}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(document, indent=1))
+    print(f"wrote {args.json}")
+    if plot(results, args.plot):
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+#include "cc/core/transport/emulated_link_transport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <thread>
+#include <utility>
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+namespace tfdist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Linux lets a sleeping thread wake up to 50 us late by default (timer
+// slack), five times the smallest latency the emulation must hit; ask for
+// the tightest wake-up once per thread that sleeps here.
+void SleepUntil(Clock::time_point when) {
+#ifdef __linux__
+  thread_local const bool tight_timer = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
+  (void)tight_timer;
+#endif
+  if (Clock::now() < when) std::this_thread::sleep_until(when);
+}
+
+Clock::duration Seconds(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+class EmulatedSendOp : public PendingOp {
+ public:
+  EmulatedSendOp(Clock::time_point left_nic, int64_t arrival_ticks)
+      : left_nic_(left_nic), header_(arrival_ticks) {}
+  // Posted after construction: the header must already sit at its final address.
+  void Post(Transport& inner, int peer, const void* data, size_t bytes, int tag) {
+    header_op_ = inner.StartSend(peer, &header_, sizeof header_, tag);
+    payload_op_ = inner.StartSend(peer, data, bytes, tag);
+  }
+  Status Wait() override {
+    if (!done_) {
+      const Status header = header_op_->Wait();
+      const Status payload = payload_op_->Wait();
+      status_ = header.ok() ? payload : header;
+      if (status_.ok()) SleepUntil(left_nic_);
+      done_ = true;
+    }
+    return status_;
+  }
+  ~EmulatedSendOp() override { Wait(); }
+
+ private:
+  const Clock::time_point left_nic_;
+  int64_t header_;
+  std::unique_ptr<PendingOp> header_op_;
+  std::unique_ptr<PendingOp> payload_op_;
+  bool done_ = false;
+  Status status_;
+};
+
+class EmulatedRecvOp : public PendingOp {
+ public:
+  void Post(Transport& inner, int peer, void* data, size_t bytes, int tag) {
+    header_op_ = inner.StartRecv(peer, &header_, sizeof header_, tag);
+    payload_op_ = inner.StartRecv(peer, data, bytes, tag);
+  }
+  Status Wait() override {
+    if (!done_) {
+      const Status header = header_op_->Wait();
+      const Status payload = payload_op_->Wait();
+      status_ = header.ok() ? payload : header;
+      if (status_.ok()) SleepUntil(Clock::time_point(Clock::duration(header_)));
+      done_ = true;
+    }
+    return status_;
+  }
+  ~EmulatedRecvOp() override { Wait(); }
+
+ private:
+  int64_t header_ = 0;
+  std::unique_ptr<PendingOp> header_op_;
+  std::unique_ptr<PendingOp> payload_op_;
+  bool done_ = false;
+  Status status_;
+};
+
+}  // namespace
+
+Status CheckEmulatedLink(const EmulatedLink& link) {
+  if (!(link.bytes_per_second > 0) || !std::isfinite(link.bytes_per_second)) {
+    return Status::InvalidArgument(
+        "TFDIST_EMULATED_BANDWIDTH must be a positive number of bytes per second, got " +
+        std::to_string(link.bytes_per_second));
+  }
+  if (!(link.latency_s >= 0) || !std::isfinite(link.latency_s)) {
+    return Status::InvalidArgument(
+        "TFDIST_EMULATED_LATENCY must be a non-negative number of seconds, got " +
+        std::to_string(link.latency_s));
+  }
+  return Status::OK();
+}
+
+double EmulatedMessageSeconds(const EmulatedLink& link, size_t bytes) {
+  return link.latency_s + static_cast<double>(bytes) / link.bytes_per_second;
+}
+
+EmulatedLinkTransport::EmulatedLinkTransport(Transport& inner, std::vector<int> host_of_rank,
+                                             EmulatedLink link)
+    : inner_(inner), host_of_rank_(std::move(host_of_rank)), link_(link) {}
+
+bool EmulatedLinkTransport::CrossesHosts(int peer) const {
+  const int me = inner_.rank();
+  return peer != me && peer >= 0 && peer < static_cast<int>(host_of_rank_.size()) &&
+         host_of_rank_[peer] != host_of_rank_[me];
+}
+
+std::unique_ptr<PendingOp> EmulatedLinkTransport::StartSend(int peer, const void* data,
+                                                            size_t bytes, int tag) {
+  if (!CrossesHosts(peer)) return inner_.StartSend(peer, data, bytes, tag);
+  Clock::time_point left_nic;
+  {
+    std::lock_guard<std::mutex> lock(nic_mutex_);
+    const Clock::time_point start = std::max(Clock::now(), nic_free_);
+    left_nic = start + Seconds(static_cast<double>(bytes) / link_.bytes_per_second);
+    nic_free_ = left_nic;
+  }
+  const Clock::time_point arrival = left_nic + Seconds(link_.latency_s);
+  auto op = std::make_unique<EmulatedSendOp>(left_nic, arrival.time_since_epoch().count());
+  op->Post(inner_, peer, data, bytes, tag);
+  return op;
+}
+
+std::unique_ptr<PendingOp> EmulatedLinkTransport::StartRecv(int peer, void* data,
+                                                            size_t bytes, int tag) {
+  if (!CrossesHosts(peer)) return inner_.StartRecv(peer, data, bytes, tag);
+  auto op = std::make_unique<EmulatedRecvOp>();
+  op->Post(inner_, peer, data, bytes, tag);
+  return op;
+}
+
+}  // namespace tfdist
