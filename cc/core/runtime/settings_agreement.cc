@@ -93,8 +93,11 @@ Status CheckSettingsAgreeAcross(ControlPlane& control_plane, const RuntimeConfig
   std::vector<uint8_t> bytes(sizeof mine);
   std::memcpy(bytes.data(), &mine, sizeof mine);
   std::vector<std::vector<uint8_t>> gathered;
+  // kIdle: this wait, for ranks still starting up, says nothing about how
+  // long waits for work take, and must not teach the polling budget of the
+  // thread that will run eager rounds (mpi_wait.cc) that they are long.
   TFDIST_RETURN_IF_ERROR(
-      control_plane.Allgatherv(bytes, WaitKind::kRendezvous, &gathered));
+      control_plane.Allgatherv(bytes, WaitKind::kIdle, &gathered));
   std::vector<SharedSettings> per_rank(gathered.size());
   for (size_t r = 0; r < gathered.size(); ++r) {
     if (gathered[r].size() != sizeof(SharedSettings)) {
