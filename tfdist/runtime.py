@@ -6,8 +6,10 @@ import ctypes
 import warnings
 from typing import Any, Dict, Optional
 
+import numpy as np
+
 from tfdist import _library
-from tfdist.config import ALGORITHMS, RuntimeSettings
+from tfdist.config import RuntimeSettings
 
 
 class NotInitializedError(RuntimeError):
@@ -16,13 +18,6 @@ class NotInitializedError(RuntimeError):
 
 class InitError(RuntimeError):
     """The runtime could not start; the message says why."""
-
-
-_STAT_NAMES = (
-    "allreduce_calls", "tensors_reduced", "bytes_reduced", "allgather_calls",
-    "broadcast_calls", "alltoall_calls", "reducescatter_calls", "negotiation_rounds",
-    "cached_rounds", "errors",
-)
 
 
 def init(comm: Any = None, **settings: Any) -> None:
@@ -113,14 +108,23 @@ def stats() -> Dict[str, Any]:
     ``allreduce_calls`` counts allreduce collectives executed and
     ``tensors_reduced`` the tensors that went through them (more tensors than
     calls means fusion happened); ``algorithm_calls`` maps algorithm names to
-    how many allreduces ran with each.
+    how many allreduces ran with each. ``bytes_sent`` is the payload this
+    rank put on the wire in all collectives (negotiation not included) and
+    ``bytes_uncompressed`` what those collectives would have sent without
+    compression (equal to ``bytes_sent`` when nothing is compressed).
     """
-    values = (ctypes.c_uint64 * 32)()
+    names = _library.stat_names()  # the library's names and order
+    values = (ctypes.c_uint64 * len(names))()
     count = _library.control().tfdist_stats(values, len(values))
     if count < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    result: Dict[str, Any] = dict(zip(_STAT_NAMES, values[:len(_STAT_NAMES)]))
-    result["algorithm_calls"] = dict(zip(ALGORITHMS, values[len(_STAT_NAMES):count]))
+    result: Dict[str, Any] = {}
+    for name, value in zip(names, values[:count]):
+        *groups, key = name.split(".")
+        table = result
+        for group in groups:  # "algorithm_calls.ring" -> result["algorithm_calls"]["ring"]
+            table = table.setdefault(group, {})
+        table[key] = value
     return result
 
 
@@ -131,11 +135,12 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
     link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
     are reduced in float32, so pass twice their byte size.
     """
-    requested = ALGORITHMS.index(algorithm or "auto")
+    algorithms = _library.allreduce_algorithms()
+    requested = algorithms.index(algorithm or "auto")
     chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
     if chosen < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    return ALGORITHMS[chosen]
+    return algorithms[chosen]
 
 
 def link_cost() -> Dict[str, float]:
@@ -175,7 +180,7 @@ def _state_api() -> ctypes.CDLL:
     return lib
 
 
-def rank_state() -> Dict[str, "numpy.ndarray"]:
+def rank_state() -> Dict[str, np.ndarray]:
     """A copy of this rank's own state, keyed by stable names.
 
     Today that is the lossy compressors' state: error-feedback residuals
@@ -184,8 +189,6 @@ def rank_state() -> Dict[str, "numpy.ndarray"]:
     (``step/<name>``). Ranks hold different values; a checkpoint saves each
     rank's and gives them back with ``restore_rank_state``.
     """
-    import numpy
-
     lib = _state_api()
     needed = lib.tfdist_state_names(None, 0)
     if needed < 0:
@@ -193,30 +196,28 @@ def rank_state() -> Dict[str, "numpy.ndarray"]:
     buffer = ctypes.create_string_buffer(max(int(needed), 1))
     lib.tfdist_state_names(buffer, needed)
     names = [n for n in buffer.raw[:needed].split(b"\0") if n]
-    state: Dict[str, numpy.ndarray] = {}
+    state: Dict[str, np.ndarray] = {}
     for name in names:
         dtype, dims, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
         shape = (ctypes.c_int64 * 8)()
         if lib.tfdist_state_describe(name, dtype, dims, shape, 8, nbytes) != 0:
             continue  # dropped meanwhile
-        array = numpy.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
+        array = np.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
         if lib.tfdist_state_read(name, array.ctypes.data, nbytes.value) == 0:
             state[name.decode()] = array
     return state
 
 
-def restore_rank_state(state: Dict[str, "numpy.ndarray"]) -> None:
+def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
     """Replaces this rank's state with ``state`` (what ``rank_state`` returned).
 
     Everything not in ``state`` is dropped, so a compressor restored this way
     continues exactly where the saved one stood; an empty dict resets it.
     """
-    import numpy
-
     lib = _state_api()
     arrays = {}
     for name, value in state.items():
-        array = numpy.ascontiguousarray(value)
+        array = np.ascontiguousarray(value)
         if array.dtype.name not in _STATE_DTYPES:
             raise TypeError(f"rank state {name!r}: unsupported dtype {array.dtype}")
         arrays[name] = array
@@ -249,8 +250,8 @@ def predict_allreduce_seconds(nbytes: int, algorithm: str) -> float:
     unless the job spans several hosts of equal size)."""
     if algorithm == "auto":
         algorithm = algorithm_for(nbytes)
-    seconds = _library.control().tfdist_predict_allreduce_seconds(_library.allreduce_algorithms().index(algorithm),
-                                                                  nbytes)
+    code = _library.allreduce_algorithms().index(algorithm)
+    seconds = _library.control().tfdist_predict_allreduce_seconds(code, nbytes)
     if seconds < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
     return seconds
