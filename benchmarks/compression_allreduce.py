@@ -17,17 +17,12 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
+from benchmarks import write_json
 
-def _write_json(path: Optional[str], results: Dict[str, Any]) -> None:
-    if not path:
-        return
-    with open(path, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
 
 
 def _timings(tfdist, tensor, compressions: Dict[str, Any], repetitions: int) -> Dict[str, Any]:
@@ -120,7 +115,7 @@ def main(argv: List[str]) -> int:
     }
     if tfdist.rank() == 0:
         print(json.dumps(results, indent=2))
-        _write_json(args.json, results)
+        write_json(args.json, results)
     tfdist.shutdown()
     return 0
 

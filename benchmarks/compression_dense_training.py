@@ -18,20 +18,15 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
+
+from benchmarks import write_json
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
 
-
-def _write_json(path: Optional[str], results: Dict[str, Any]) -> None:
-    if not path:
-        return
-    with open(path, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
 
 
 def main(argv: List[str]) -> int:
@@ -109,7 +104,7 @@ def main(argv: List[str]) -> int:
     }
     if rank == 0:
         print(json.dumps(results, indent=2))
-        _write_json(args.json, results)
+        write_json(args.json, results)
     return 0
 
 

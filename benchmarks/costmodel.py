@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 GIGABIT = 1e9 / 8  # bytes per second

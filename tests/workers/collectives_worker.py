@@ -7,7 +7,6 @@ links between the virtual hosts).
 """
 import itertools
 import os
-import sys
 
 import numpy as np
 import tensorflow as tf
