@@ -214,10 +214,15 @@ TFDIST_TEST(MeasureNetworkCostSeesTheEmulatedLink) {
       });
   for (const tfdist::Status& status : statuses) CHECK_OK(status);
   const tfdist::NetworkCost& cost = measured[0];
-  CHECK_EQ_MSG(cost.inter.latency_s >= 90e-6 && cost.inter.latency_s < 1e-3, true,
+  // The link is never measured faster than it is emulated. How close the
+  // measurement comes is timing, checked where the code runs at full speed:
+  // under ThreadSanitizer every copy is ~10x slower than the link it models.
+  const double slack = kUnderThreadSanitizer ? 10.0 : 1.0;
+  CHECK_EQ_MSG(cost.inter.latency_s >= 90e-6 && cost.inter.latency_s < 1e-3 * slack, true,
                "inter latency " << cost.inter.latency_s);
-  CHECK_EQ_MSG(cost.inter.seconds_per_byte >= 7e-9 && cost.inter.seconds_per_byte < 1e-8, true,
-               "inter seconds/byte " << cost.inter.seconds_per_byte);
+  CHECK_EQ_MSG(cost.inter.seconds_per_byte >= 7e-9 &&
+                   cost.inter.seconds_per_byte < 1e-8 * slack,
+               true, "inter seconds/byte " << cost.inter.seconds_per_byte);
   CHECK(cost.intra.latency_s < cost.inter.latency_s);
   for (int rank = 1; rank < 4; ++rank) {
     CHECK_EQ(measured[rank].inter.seconds_per_byte, cost.inter.seconds_per_byte);

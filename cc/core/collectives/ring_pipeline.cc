@@ -158,7 +158,19 @@ class RingRun {
   Status ReduceStep(int step) {
     const int chunk = ReceivedChunk(step);
     TFDIST_RETURN_IF_ERROR(WaitForSendsReading(chunk, step));
-    const std::vector<Segment>& segments = segments_[chunk];
+    const bool last_step = step + 1 == schedule_.reduce_steps;
+    return ReceiveSegments(segments_[chunk],
+                           [&](const Segment& segment, const unsigned char* slot) {
+                             ReduceSegment(segment, slot, last_step);
+                             ForwardSegment(step + 1, segment);
+                           });
+  }
+
+  // Receives `segments` from the left neighbour into the two slots in turn and
+  // calls use(segment, slot) on each as it arrives: segment k+1 is in flight
+  // into the other slot while segment k is used.
+  template <typename Use>
+  Status ReceiveSegments(const std::vector<Segment>& segments, Use&& use) {
     std::unique_ptr<PendingOp> receives[2];
     auto post_receive = [&](size_t k) {
       receives[k % 2] =
@@ -167,10 +179,7 @@ class RingRun {
     for (size_t k = 0; k < std::min<size_t>(segments.size(), 2); ++k) post_receive(k);
     for (size_t k = 0; k < segments.size(); ++k) {
       TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
-      const Segment& segment = segments[k];
-      // Segment k+1 is in flight into the other slot while this one reduces.
-      ReduceSegment(segment, slots_[k % 2], step + 1 == schedule_.reduce_steps);
-      ForwardSegment(step + 1, segment);
+      use(segments[k], slots_[k % 2]);
       if (k + 2 < segments.size()) post_receive(k + 2);
     }
     return Status::OK();
@@ -200,21 +209,10 @@ class RingRun {
   // arrive in a cache-resident slot and be widened from there, rather than
   // be written to the wire buffer and read back.
   Status WidenLastStep(const std::vector<Segment>& segments) {
-    std::unique_ptr<PendingOp> receives[2];
-    auto post_receive = [&](size_t k) {
-      receives[k % 2] =
-          transport_.StartRecv(left_, slots_[k % 2], segments[k].bytes, schedule_.tag);
-    };
-    for (size_t k = 0; k < std::min<size_t>(segments.size(), 2); ++k) post_receive(k);
-    for (size_t k = 0; k < segments.size(); ++k) {
-      TFDIST_RETURN_IF_ERROR(receives[k % 2]->Wait());
-      const Segment& segment = segments[k];
-      ConvertScaled(slots_[k % 2], schedule_.dtype,
-                    schedule_.full_result + FullOffset(segment.offset), schedule_.full_dtype,
-                    segment.bytes / schedule_.element_size, 1.0);
-      if (k + 2 < segments.size()) post_receive(k + 2);
-    }
-    return Status::OK();
+    return ReceiveSegments(segments, [&](const Segment& segment, const unsigned char* slot) {
+      ConvertScaled(slot, schedule_.dtype, schedule_.full_result + FullOffset(segment.offset),
+                    schedule_.full_dtype, segment.bytes / schedule_.element_size, 1.0);
+    });
   }
 
   Status CopyStep(int step) {
