@@ -143,7 +143,7 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
 
 void tfdist_shutdown() {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
-  tfdist::SetCurrentRuntime({});
+  tfdist::SetCurrentRuntime(tfdist::RuntimeHandle());
   if (handle.runtime) handle.runtime->Shutdown();
 }
 
