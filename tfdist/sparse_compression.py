@@ -10,6 +10,11 @@ allreduce, decompress":
   pairs (C++, in rank order, so every rank gets the same bits). When the
   gathered pairs would cost more than a dense allreduce on the measured link
   (``tfdist.link_cost()``), the call sends gradient + residual dense instead.
+  With ``momentum`` m > 0 it applies Deep Gradient Compression's momentum
+  correction (Lin et al., 2018): each rank keeps a velocity u = m·u + g,
+  adds u (not g) to the residual, and zeroes u where entries were sent
+  (momentum factor masking). The optimizer must then have no momentum of
+  its own.
 - **PowerSGD** (rank r, error_feedback, start_step): a tensor of rank >= 2
   is viewed as an n×m matrix, m its last dimension and n the product of the
   others (Keras keeps a layer's outputs last: a Dense kernel is in×out, a
@@ -100,19 +105,30 @@ class TopKCompressor(Compressor):
 
     name = "topk"
 
-    def __init__(self, ratio: float, error_feedback: bool = True) -> None:
+    def __init__(self, ratio: float, error_feedback: bool = True,
+                 momentum: float = 0.0) -> None:
         if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not (
                 0.0 < float(ratio) <= 1.0):
             raise ValueError(f"Compression.topk: ratio must be a number in (0, 1], got {ratio!r}")
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not (
+                0.0 <= float(momentum) < 1.0):
+            raise ValueError("Compression.topk: momentum must be a number in [0, 1), "
+                             f"got {momentum!r}")
+        if momentum and not error_feedback:
+            raise ValueError("Compression.topk: momentum correction accumulates the velocity "
+                             "in the residual, so it needs error_feedback=True")
         self.ratio = float(ratio)
         self.error_feedback = bool(error_feedback)
+        self.momentum = float(momentum)
         self.wire = _WireCounter()
 
     def get_config(self) -> Dict[str, Any]:
-        return {"name": self.name, "ratio": self.ratio, "error_feedback": self.error_feedback}
+        return {"name": self.name, "ratio": self.ratio, "error_feedback": self.error_feedback,
+                "momentum": self.momentum}
 
     def __repr__(self) -> str:
-        return f"Compression.topk({self.ratio!r}, error_feedback={self.error_feedback})"
+        extra = f", momentum={self.momentum!r}" if self.momentum else ""
+        return f"Compression.topk({self.ratio!r}, error_feedback={self.error_feedback}{extra})"
 
     def wire_bytes(self) -> int:
         """Bytes this rank sends per step (the calls built so far), by the algorithms' formulas."""
@@ -178,7 +194,7 @@ class TopKCompressor(Compressor):
         for tensor, name, n in zip(floats, names, sizes):
             index, value = library.tfdist_topk_compress(
                 tensor, ratio=repr(self.ratio), state_name=name,
-                error_feedback=self.error_feedback)
+                error_feedback=self.error_feedback, momentum=self.momentum)
             indices.append(index + offset if offset else index)
             values.append(value)
             offset += n
@@ -194,7 +210,7 @@ class TopKCompressor(Compressor):
     def _dense_sum(self, floats: List[tf.Tensor], names: Sequence[str], key: str) -> tf.Tensor:
         library = _library.ops()
         if self.error_feedback:
-            floats = [library.tfdist_residual_flush(f, state_name=n)
+            floats = [library.tfdist_residual_flush(f, state_name=n, momentum=self.momentum)
                       for f, n in zip(floats, names)]
         flats = [tf.reshape(f, [-1]) for f in floats]
         reduced = ops.grouped_allreduce(flats, op=ops.Sum, name=f"{key}.topk_dense")
@@ -309,7 +325,8 @@ def _nbytes(tensor: tf.Tensor) -> int:
 def from_config(config: Dict[str, Any]) -> Compressor:
     """The top-k or PowerSGD compressor a ``get_config()`` dict describes."""
     if config["name"] == TopKCompressor.name:
-        return TopKCompressor(config["ratio"], error_feedback=config.get("error_feedback", True))
+        return TopKCompressor(config["ratio"], error_feedback=config.get("error_feedback", True),
+                              momentum=config.get("momentum", 0.0))
     if config["name"] == PowerSGDCompressor.name:
         return PowerSGDCompressor(int(config.get("rank", 1)),
                                   error_feedback=config.get("error_feedback", True),
