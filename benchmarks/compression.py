@@ -10,7 +10,9 @@ whole) with ``DistributedOptimizer`` and each compressor: none, fp16, bf16
 (when this build has it), top-k 1% and PowerSGD rank 2, the lossy ones with
 and without error feedback, and top-k 1% with momentum correction
 ("topk(0.01)+mc": ``Compression.topk(0.01, momentum=M)`` with an SGD
-optimizer without momentum, M being --momentum). Every run starts from the
+optimizer without momentum, M being --momentum) and the same dense for the
+first two epochs ("topk(0.01)+mc+wu": ``start_step`` = 2 epochs of steps;
+its wire bytes are those of the sparse steps). Every run starts from the
 same seed. Per run it
 reports the final validation accuracy, the bytes this rank puts on the wire
 per step, the median step time and the training time until the validation
@@ -80,6 +82,10 @@ def compressors(momentum: float) -> List[Dict[str, Any]]:
         runs.append({"compression": "topk(0.01)+mc", "error_feedback": True,
                      "momentum_correction": True,
                      "make": lambda: tfdist.Compression.topk(0.01, momentum=momentum)})
+        runs.append({"compression": "topk(0.01)+mc+wu", "error_feedback": True,
+                     "momentum_correction": True,
+                     "make": lambda steps_per_epoch: tfdist.Compression.topk(
+                         0.01, momentum=momentum, start_step=2 * steps_per_epoch)})
     for ef in (True, False):
         runs.append({"compression": "powersgd(2)", "error_feedback": ef,
                      "make": (lambda ef=ef: tfdist.Compression.powersgd(2, error_feedback=ef))})
@@ -111,7 +117,9 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     runtime.restore_rank_state({})  # no residuals from the previous run
     keras.utils.set_random_seed(args.seed)
     model = build_model(kind)
-    compressor = run["make"]()
+    steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
+    compressor = (run["make"](steps_per_epoch) if run["compression"].endswith("+wu")
+                  else run["make"]())
     # With momentum correction the compressor applies the momentum, not the optimizer.
     momentum = 0.0 if run.get("momentum_correction") else args.momentum
     optimizer = hvd.DistributedOptimizer(
@@ -119,7 +127,6 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=False)
-    steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
     stats_before = tfdist.stats()
     epoch_times: List[float] = []
     accuracies: List[float] = []

@@ -159,6 +159,32 @@ def check_topk_momentum_correction():
     np.testing.assert_array_equal(state["topk.velocity/topkm.dense"], reference.velocity[(rank, 0)])
 
 
+def check_topk_start_step():
+    """Dense (momentum SGD, velocity kept) for the first start_step calls, then sparse."""
+    size, rank = tfdist.size(), tfdist.rank()
+    compressor = tfdist.Compression.topk(0.1, momentum=0.9, start_step=2)
+    names = [f"topkw.{i}" for i in range(len(SHAPES))]
+    reference = TopkReference(size, 0.1, True, momentum=0.9)
+
+    @tf.function
+    def step(tensors):
+        return compressor.allreduce(tensors, names, op=tfdist.Average, group_name="topkw.group")
+
+    for s in range(4):
+        out = step([tf.constant(a) for a in rank_tensors(rank, s)])
+        per_rank = [rank_tensors(r, s) for r in range(size)]
+        expected = reference.dense_sum(per_rank) if s < 2 else reference.sum(per_rank)
+        for o, e in zip(out, expected):
+            np.testing.assert_allclose(o.numpy(), e / size, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"start_step, step {s}")
+        if s == 1:  # after the dense steps: no residual, the whole velocity
+            state = runtime.rank_state()
+            assert f"topk.residual/{names[0]}" not in state
+            np.testing.assert_array_equal(state[f"topk.velocity/{names[0]}"].reshape(-1),
+                                          reference.velocity[(rank, 0)])
+    assert runtime.rank_state()["step/topk/topkw.group"] == 4
+
+
 def check_topk_dense_switch():
     # At ratio 1 the pairs are twice the dense bytes: a large call goes dense
     # and sends gradient + residual exactly.
@@ -368,6 +394,13 @@ def check_errors():
             assert "momentum" in str(error), error
         else:
             raise AssertionError(f"topk(momentum={bad!r}) accepted")
+    for bad in (-1, 1.5, True):
+        try:
+            tfdist.Compression.topk(0.1, start_step=bad)
+        except ValueError as error:
+            assert "start_step" in str(error), error
+        else:
+            raise AssertionError(f"topk(start_step={bad!r}) accepted")
     try:
         tfdist.Compression.topk(0.1, error_feedback=False, momentum=0.9)
     except ValueError as error:
@@ -375,7 +408,7 @@ def check_errors():
     else:
         raise AssertionError("momentum correction without error feedback accepted")
     for compressor in (tfdist.Compression.topk(0.25, error_feedback=False),
-                       tfdist.Compression.topk(0.25, momentum=0.9),
+                       tfdist.Compression.topk(0.25, momentum=0.9, start_step=3),
                        tfdist.Compression.powersgd(3, start_step=5)):
         again = tfdist.Compression.from_config(compressor.get_config())
         assert again.get_config() == compressor.get_config(), again
@@ -500,6 +533,7 @@ def main():
     check_errors()
     check_topk_allreduce()
     check_topk_momentum_correction()
+    check_topk_start_step()
     check_topk_dense_switch()
     check_rank_state_round_trip()
     check_powersgd_allreduce()
