@@ -8,7 +8,12 @@ Trains, in one job, the digits MLP and a small CNN (scikit-learn's 8x8
 digits, examples/digits_data.py; each rank its shard, the validation set
 whole) with ``DistributedOptimizer`` and each compressor: none, fp16, bf16
 (when this build has it), top-k 1% and PowerSGD rank 2, the lossy ones with
-and without error feedback. Every run starts from the same seed. Per run it
+and without error feedback, and top-k 1% with momentum correction
+("topk(0.01)+mc": ``Compression.topk(0.01, momentum=M)`` with an SGD
+optimizer without momentum, M being --momentum) and the same dense for the
+first two epochs ("topk(0.01)+mc+wu": ``start_step`` = 2 epochs of steps;
+its wire bytes are those of the sparse steps). Every run starts from the
+same seed. Per run it
 reports the final validation accuracy, the bytes this rank puts on the wire
 per step, the median step time and the training time until the validation
 accuracy first reaches the target (checked after every epoch; evaluation
@@ -59,8 +64,9 @@ def build_model(kind: str):
     raise ValueError(f"unknown model {kind!r}; expected one of {MODELS}")
 
 
-def compressors() -> List[Dict[str, Any]]:
-    """(label, factory, error_feedback) for every configuration of the comparison."""
+def compressors(momentum: float) -> List[Dict[str, Any]]:
+    """(label, factory, error_feedback) for every configuration of the comparison; a run
+    with "momentum_correction" moves the optimizer's ``momentum`` into the compressor."""
     import tfdist
     runs: List[Dict[str, Any]] = [{"compression": "none", "make": lambda: tfdist.Compression.none,
                                    "error_feedback": None}]
@@ -72,6 +78,14 @@ def compressors() -> List[Dict[str, Any]]:
     for ef in (True, False):
         runs.append({"compression": "topk(0.01)", "error_feedback": ef,
                      "make": (lambda ef=ef: tfdist.Compression.topk(0.01, error_feedback=ef))})
+    if momentum > 0:
+        runs.append({"compression": "topk(0.01)+mc", "error_feedback": True,
+                     "momentum_correction": True,
+                     "make": lambda: tfdist.Compression.topk(0.01, momentum=momentum)})
+        runs.append({"compression": "topk(0.01)+mc+wu", "error_feedback": True,
+                     "momentum_correction": True,
+                     "make": lambda steps_per_epoch: tfdist.Compression.topk(
+                         0.01, momentum=momentum, start_step=2 * steps_per_epoch)})
     for ef in (True, False):
         runs.append({"compression": "powersgd(2)", "error_feedback": ef,
                      "make": (lambda ef=ef: tfdist.Compression.powersgd(2, error_feedback=ef))})
@@ -103,13 +117,16 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     runtime.restore_rank_state({})  # no residuals from the previous run
     keras.utils.set_random_seed(args.seed)
     model = build_model(kind)
-    compressor = run["make"]()
+    steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
+    compressor = (run["make"](steps_per_epoch) if run["compression"].endswith("+wu")
+                  else run["make"]())
+    # With momentum correction the compressor applies the momentum, not the optimizer.
+    momentum = 0.0 if run.get("momentum_correction") else args.momentum
     optimizer = hvd.DistributedOptimizer(
-        keras.optimizers.SGD(args.learning_rate, momentum=args.momentum), compression=compressor)
+        keras.optimizers.SGD(args.learning_rate, momentum=momentum), compression=compressor)
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], jit_compile=False)
-    steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
     stats_before = tfdist.stats()
     epoch_times: List[float] = []
     accuracies: List[float] = []
@@ -135,6 +152,8 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
         "model": kind,
         "compression": run["compression"],
         "error_feedback": run["error_feedback"],
+        "optimizer_momentum": momentum,
+        "compressor_momentum": getattr(compressor, "momentum", 0.0),
         "parameters": gradient_bytes // 4,
         "val_accuracy": accuracies[-1],
         "val_accuracy_by_epoch": accuracies,
@@ -208,7 +227,7 @@ def main(argv: List[str]) -> int:
     per_rank = (len(load_shards(0, 1)[0]) // size) // args.batch * args.batch
     data = (x_train[:per_rank], y_train[:per_rank], x_val, y_val)
     fashion = os.system("dpkg -s dataset-fashion-mnist >/dev/null 2>&1") == 0
-    runs = compressors()
+    runs = compressors(args.momentum)
     if args.only:
         wanted = set(args.only.split(","))
         runs = [r for r in runs if r["compression"] in wanted or r["compression"] == "none"]

@@ -1,7 +1,8 @@
 """Top-k and PowerSGD compression, with and without error feedback, under mpirun.
 
 The worker checks Compressor.allreduce, DistributedGradientTape and
-model.fit against numpy references of the same compression, the
+model.fit against numpy references of the same compression (top-k also
+with DGC's momentum correction, its velocity state bit for bit), the
 error-feedback experiment of issue 14 (constant gradient, top-k 5%, 400
 steps), PowerSGD's exact recovery of rank-1 averages, start_step, the
 per-rank state round trip and the argument errors.

@@ -142,11 +142,15 @@ class Compression:
     bf16 = BF16Compressor()
 
     @staticmethod
-    def topk(ratio: float, error_feedback: bool = True) -> Compressor:
+    def topk(ratio: float, error_feedback: bool = True, momentum: float = 0.0,
+             start_step: int = 0) -> Compressor:
         """Sends the ceil(ratio·n) largest-magnitude entries of each gradient (plus its
-        residual, with ``error_feedback``); see tfdist/sparse_compression.py."""
+        residual, with ``error_feedback``); ``momentum`` > 0 adds DGC's momentum
+        correction (use an optimizer without momentum then); dense before ``start_step``
+        calls; see tfdist/sparse_compression.py."""
         from tfdist.sparse_compression import TopKCompressor
-        return TopKCompressor(ratio, error_feedback=error_feedback)
+        return TopKCompressor(ratio, error_feedback=error_feedback, momentum=momentum,
+                              start_step=start_step)
 
     @staticmethod
     def powersgd(rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> Compressor:

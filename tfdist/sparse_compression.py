@@ -10,6 +10,11 @@ allreduce, decompress":
   pairs (C++, in rank order, so every rank gets the same bits). When the
   gathered pairs would cost more than a dense allreduce on the measured link
   (``tfdist.link_cost()``), the call sends gradient + residual dense instead.
+  With ``momentum`` m > 0 it applies Deep Gradient Compression's momentum
+  correction (Lin et al., 2018): each rank keeps a velocity u = m·u + g,
+  adds u (not g) to the residual, and zeroes u where entries were sent
+  (momentum factor masking). The optimizer must then have no momentum of
+  its own. Before ``start_step`` calls, the call goes dense (a warm-up).
 - **PowerSGD** (rank r, error_feedback, start_step): a tensor of rank >= 2
   is viewed as an n×m matrix, m its last dimension and n the product of the
   others (Keras keeps a layer's outputs last: a Dense kernel is in×out, a
@@ -100,19 +105,36 @@ class TopKCompressor(Compressor):
 
     name = "topk"
 
-    def __init__(self, ratio: float, error_feedback: bool = True) -> None:
+    def __init__(self, ratio: float, error_feedback: bool = True,
+                 momentum: float = 0.0, start_step: int = 0) -> None:
         if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not (
                 0.0 < float(ratio) <= 1.0):
             raise ValueError(f"Compression.topk: ratio must be a number in (0, 1], got {ratio!r}")
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or not (
+                0.0 <= float(momentum) < 1.0):
+            raise ValueError("Compression.topk: momentum must be a number in [0, 1), "
+                             f"got {momentum!r}")
+        if momentum and not error_feedback:
+            raise ValueError("Compression.topk: momentum correction accumulates the velocity "
+                             "in the residual, so it needs error_feedback=True")
         self.ratio = float(ratio)
         self.error_feedback = bool(error_feedback)
+        if (isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral)
+                or start_step < 0):
+            raise ValueError("Compression.topk: start_step must be an integer >= 0, "
+                             f"got {start_step!r}")
+        self.momentum = float(momentum)
+        self.start_step = int(start_step)
         self.wire = _WireCounter()
 
     def get_config(self) -> Dict[str, Any]:
-        return {"name": self.name, "ratio": self.ratio, "error_feedback": self.error_feedback}
+        return {"name": self.name, "ratio": self.ratio, "error_feedback": self.error_feedback,
+                "momentum": self.momentum, "start_step": self.start_step}
 
     def __repr__(self) -> str:
-        return f"Compression.topk({self.ratio!r}, error_feedback={self.error_feedback})"
+        extra = f", momentum={self.momentum!r}" if self.momentum else ""
+        extra += f", start_step={self.start_step}" if self.start_step else ""
+        return f"Compression.topk({self.ratio!r}, error_feedback={self.error_feedback}{extra})"
 
     def wire_bytes(self) -> int:
         """Bytes this rank sends per step (the calls built so far), by the algorithms' formulas."""
@@ -161,7 +183,13 @@ class TopKCompressor(Compressor):
         uncompressed = dense_wire_bytes(total * _FLOAT32_BYTES, size)
         if self.sparse_is_cheaper(pairs, total, size):
             self.wire.record(key, gather_wire_bytes(pairs * _PAIR_BYTES, size), uncompressed)
-            summed = self._sparse_sum(floats, names, sizes, key)
+            if self.start_step:
+                step = _library.ops().tfdist_compression_step(state_name=f"topk/{key}")
+                summed = tf.cond(step >= self.start_step,
+                                 lambda: self._sparse_sum(floats, names, sizes, key),
+                                 lambda: self._dense_sum(floats, names, key))
+            else:
+                summed = self._sparse_sum(floats, names, sizes, key)
         else:
             self.wire.record(key, uncompressed, uncompressed)
             summed = self._dense_sum(floats, names, key)
@@ -178,7 +206,7 @@ class TopKCompressor(Compressor):
         for tensor, name, n in zip(floats, names, sizes):
             index, value = library.tfdist_topk_compress(
                 tensor, ratio=repr(self.ratio), state_name=name,
-                error_feedback=self.error_feedback)
+                error_feedback=self.error_feedback, momentum=self.momentum)
             indices.append(index + offset if offset else index)
             values.append(value)
             offset += n
@@ -194,7 +222,7 @@ class TopKCompressor(Compressor):
     def _dense_sum(self, floats: List[tf.Tensor], names: Sequence[str], key: str) -> tf.Tensor:
         library = _library.ops()
         if self.error_feedback:
-            floats = [library.tfdist_residual_flush(f, state_name=n)
+            floats = [library.tfdist_residual_flush(f, state_name=n, momentum=self.momentum)
                       for f, n in zip(floats, names)]
         flats = [tf.reshape(f, [-1]) for f in floats]
         reduced = ops.grouped_allreduce(flats, op=ops.Sum, name=f"{key}.topk_dense")
@@ -309,7 +337,9 @@ def _nbytes(tensor: tf.Tensor) -> int:
 def from_config(config: Dict[str, Any]) -> Compressor:
     """The top-k or PowerSGD compressor a ``get_config()`` dict describes."""
     if config["name"] == TopKCompressor.name:
-        return TopKCompressor(config["ratio"], error_feedback=config.get("error_feedback", True))
+        return TopKCompressor(config["ratio"], error_feedback=config.get("error_feedback", True),
+                              momentum=config.get("momentum", 0.0),
+                              start_step=int(config.get("start_step", 0)))
     if config["name"] == PowerSGDCompressor.name:
         return PowerSGDCompressor(int(config.get("rank", 1)),
                                   error_feedback=config.get("error_feedback", True),

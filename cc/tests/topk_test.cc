@@ -18,6 +18,7 @@ namespace {
 using tfdist::ScatterAdd;
 using tfdist::TopkCount;
 using tfdist::TopkSelect;
+using tfdist::TopkSelectWithMomentum;
 
 uint32_t Bits(float value) {
   uint32_t bits;
@@ -136,6 +137,63 @@ TFDIST_TEST(TopkRejectsKAboveN) {
   std::vector<int32_t> indices(4);
   std::vector<float> values(4);
   CHECK(!TopkSelect(input.data(), 3, 4, indices.data(), values.data(), nullptr).ok());
+}
+
+// Momentum correction against a step-by-step reference, over several steps:
+// velocity = m*velocity + g, residual += velocity, the k largest of the
+// residual go out, and residual and velocity are both zeroed there.
+TFDIST_TEST(TopkWithMomentumCorrectsAndMasks) {
+  const size_t n = 257, k = 9;
+  const float momentum = 0.9f;
+  std::mt19937 generator(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> velocity(n, 0.0f), residual(n, 0.0f);
+  std::vector<float> ref_velocity(n, 0.0f), ref_residual(n, 0.0f);
+  std::vector<int32_t> indices(k);
+  std::vector<float> values(k);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<float> gradient(n);
+    for (float& v : gradient) v = normal(generator);
+    for (size_t i = 0; i < n; ++i) {
+      ref_velocity[i] = momentum * ref_velocity[i] + gradient[i];
+      ref_residual[i] = ref_residual[i] + ref_velocity[i];
+    }
+    const std::vector<float> accumulated = ref_residual;
+    CHECK_OK(TopkSelectWithMomentum(gradient.data(), n, k, momentum, velocity.data(),
+                                    residual.data(), indices.data(), values.data()));
+    CHECK_EQ_MSG(indices == ReferenceTopk(accumulated, k), true, "step " << step);
+    std::vector<bool> chosen(n, false);
+    for (size_t j = 0; j < k; ++j) {
+      chosen[indices[j]] = true;
+      CHECK_EQ_MSG(Bits(values[j]), Bits(accumulated[indices[j]]), "value " << j);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      // Sent or kept, bit for bit the accumulated residual; velocity masked.
+      if (chosen[i]) {
+        ref_residual[i] = 0.0f;
+        ref_velocity[i] = 0.0f;
+      }
+      CHECK_EQ_MSG(Bits(residual[i]), Bits(ref_residual[i]), "residual " << i);
+      CHECK_EQ_MSG(Bits(velocity[i]), Bits(ref_velocity[i]), "velocity " << i);
+      if (!chosen[i]) CHECK_EQ_MSG(Bits(residual[i]), Bits(accumulated[i]), "kept " << i);
+    }
+  }
+  // Momentum 0 is plain error feedback; velocity then holds the last gradient.
+  std::vector<float> g = {0.5f, -4.0f, 1.0f};
+  std::vector<float> u(3, 7.0f), r = {1.0f, 1.0f, 1.0f};
+  CHECK_OK(TopkSelectWithMomentum(g.data(), 3, 1, 0.0f, u.data(), r.data(), indices.data(),
+                                  values.data()));
+  CHECK_EQ(indices[0], 1);
+  CHECK_EQ(values[0], -3.0f);
+  CHECK_EQ(r[0], 1.5f);
+  CHECK_EQ(r[1], 0.0f);
+  CHECK_EQ(u[0], 0.5f);
+  CHECK_EQ(u[1], 0.0f);
+  // A rejected call leaves the state as it was.
+  CHECK(!TopkSelectWithMomentum(g.data(), 3, 4, 0.9f, u.data(), r.data(), indices.data(),
+                                values.data()).ok());
+  CHECK_EQ(r[0], 1.5f);
+  CHECK_EQ(u[0], 0.5f);
 }
 
 TFDIST_TEST(ScatterAddSumsInOrderAndChecksBounds) {

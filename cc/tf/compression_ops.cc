@@ -6,6 +6,7 @@
 //
 // State keys (tfdist.runtime.rank_state() shows them):
 //   topk.residual/<tensor>     float32, the tensor's shape
+//   topk.velocity/<tensor>     float32, the tensor's shape (momentum > 0)
 //   powersgd.residual/<tensor> float32, n x m
 //   powersgd.q/<tensor>        float32, m x rank (the last allreduced Q)
 //   step/<key>                 int64 scalar (TfdistCompressionStep)
@@ -82,7 +83,9 @@ float* Floats(tf::Tensor* t) { return t->flat<float>().data(); }
 // Selects the k = ceil(ratio * n) entries of gradient + residual (the
 // residual of `state_name`, when error_feedback) with the largest magnitude;
 // the rest becomes the new residual. Indices are into the flattened tensor,
-// in increasing order.
+// in increasing order. With momentum > 0 (which needs error_feedback) the
+// gradient first goes through DGC's momentum correction (topk.h), with its
+// velocity kept under topk.velocity/<state_name>.
 REGISTER_OP("TfdistTopkCompress")
     .Input("gradient: float")
     .Output("indices: int32")
@@ -90,6 +93,7 @@ REGISTER_OP("TfdistTopkCompress")
     .Attr("ratio: string")
     .Attr("state_name: string")
     .Attr("error_feedback: bool = true")
+    .Attr("momentum: float = 0.0")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       std::string text;
@@ -115,7 +119,14 @@ class TopkCompressKernel : public tf::OpKernel {
     std::string name;
     OP_REQUIRES_OK(c, c->GetAttr("state_name", &name));
     key_ = "topk.residual/" + name;
+    velocity_key_ = "topk.velocity/" + name;
     OP_REQUIRES_OK(c, c->GetAttr("error_feedback", &error_feedback_));
+    OP_REQUIRES_OK(c, c->GetAttr("momentum", &momentum_));
+    OP_REQUIRES(c, momentum_ >= 0.0f && momentum_ < 1.0f,
+                absl::InvalidArgumentError(
+                    absl::StrCat("top-k momentum must be in [0, 1), got ", momentum_)));
+    OP_REQUIRES(c, momentum_ == 0.0f || error_feedback_,
+                absl::InvalidArgumentError("top-k momentum correction needs error_feedback"));
   }
 
   void Compute(tf::OpKernelContext* ctx) override {
@@ -141,6 +152,15 @@ class TopkCompressKernel : public tf::OpKernel {
     std::lock_guard<std::mutex> lock(residual->mutex);
     float* accumulated = residual->floats();
     const float* g = Floats(gradient);
+    if (momentum_ > 0.0f) {
+      std::shared_ptr<StateArray> velocity =
+          store->GetOrCreate(velocity_key_, DataType::kFloat32, Dims(gradient.shape()));
+      std::lock_guard<std::mutex> velocity_lock(velocity->mutex);
+      OP_REQUIRES_OK(ctx, ToTfStatus(TopkSelectWithMomentum(g, n, k, momentum_,
+                                                            velocity->floats(), accumulated,
+                                                            index_data, Floats(values))));
+      return;
+    }
     for (size_t i = 0; i < n; ++i) accumulated[i] += g[i];
     OP_REQUIRES_OK(ctx, ToTfStatus(TopkSelect(accumulated, n, k, index_data, Floats(values),
                                               accumulated)));
@@ -149,7 +169,9 @@ class TopkCompressKernel : public tf::OpKernel {
  private:
   double ratio_ = 1.0;
   std::string key_;
+  std::string velocity_key_;
   bool error_feedback_ = true;
+  float momentum_ = 0.0f;
 };
 
 // Adds every (index, value) pair into a zero tensor of `size` elements, in
@@ -194,11 +216,15 @@ class ScatterAddKernel : public tf::OpKernel {
 };
 
 // gradient + the residual kept under `state_name` by TfdistTopkCompress,
-// which is then dropped: for a step that sends the tensor dense.
+// which is then dropped: for a step that sends the tensor dense. With
+// momentum > 0 the gradient first goes through the momentum correction, and
+// the velocity is kept whole: a dense step delays nothing, so there is no
+// stale momentum to mask, and dense steps are then ordinary momentum SGD.
 REGISTER_OP("TfdistResidualFlush")
     .Input("gradient: float")
     .Output("accumulated: float")
     .Attr("state_name: string")
+    .Attr("momentum: float = 0.0")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
@@ -208,12 +234,21 @@ class ResidualFlushKernel : public tf::OpKernel {
     std::string name;
     OP_REQUIRES_OK(c, c->GetAttr("state_name", &name));
     key_ = "topk.residual/" + name;
+    velocity_key_ = "topk.velocity/" + name;
+    OP_REQUIRES_OK(c, c->GetAttr("momentum", &momentum_));
+    OP_REQUIRES(c, momentum_ >= 0.0f && momentum_ < 1.0f,
+                absl::InvalidArgumentError(
+                    absl::StrCat("top-k momentum must be in [0, 1), got ", momentum_)));
   }
 
   void Compute(tf::OpKernelContext* ctx) override {
     const tf::Tensor& gradient = ctx->input(0);
     std::shared_ptr<StateStore> store;
     OP_REQUIRES_OK(ctx, CurrentStore(type_string(), &store));
+    if (momentum_ > 0.0f) {
+      FlushWithMomentum(ctx, gradient, store.get());
+      return;
+    }
     std::shared_ptr<StateArray> residual = store->Find(key_);
     if (residual == nullptr) {
       ctx->set_output(0, gradient);
@@ -234,7 +269,30 @@ class ResidualFlushKernel : public tf::OpKernel {
   }
 
  private:
+  void FlushWithMomentum(tf::OpKernelContext* ctx, const tf::Tensor& gradient,
+                         StateStore* store) {
+    const size_t n = static_cast<size_t>(gradient.NumElements());
+    const std::vector<int64_t> dims = Dims(gradient.shape());
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, gradient.shape(), &output));
+    float* out = Floats(output);
+    std::memset(out, 0, sizeof(float) * n);
+    if (std::shared_ptr<StateArray> residual = store->Find(key_)) {
+      std::lock_guard<std::mutex> lock(residual->mutex);
+      if (residual->shape == dims) std::memcpy(out, residual->floats(), sizeof(float) * n);
+    }
+    std::shared_ptr<StateArray> velocity =
+        store->GetOrCreate(velocity_key_, DataType::kFloat32, dims);
+    {
+      std::lock_guard<std::mutex> lock(velocity->mutex);
+      MomentumAccumulate(Floats(gradient), n, momentum_, velocity->floats(), out);
+    }
+    store->Erase(key_);
+  }
+
   std::string key_;
+  std::string velocity_key_;
+  float momentum_ = 0.0f;
 };
 
 // The start of a PowerSGD step for the n x m `matrix` called `state_name`:

@@ -2,7 +2,8 @@
 
 Every rank regenerates every rank's inputs (seeded by rank) and runs the
 same compression in numpy: top-k with ties to the lower index and a
-residual per (rank, tensor); PowerSGD with modified Gram-Schmidt, the
+residual per (rank, tensor), and with momentum DGC's momentum correction
+(velocity u = m·u + g added to the residual, both zeroed where sent); PowerSGD with modified Gram-Schmidt, the
 warm-start Q and the residual M - P-hat Q_local^T. The initial Q is set
 through tfdist.runtime.restore_rank_state, which the reference then also
 uses.
@@ -38,21 +39,43 @@ def numpy_topk(x, k):
 class TopkReference:
     """Rank-order scatter-add of every rank's top-k pairs, with residuals."""
 
-    def __init__(self, size, ratio, error_feedback):
+    def __init__(self, size, ratio, error_feedback, momentum=0.0):
         self.size, self.ratio, self.ef = size, ratio, error_feedback
+        self.momentum = np.float32(momentum)
         self.residual = {}
+        self.velocity = {}
+
+    def accumulate(self, r, i, flat):
+        """The residual with this step's gradient (or velocity) added, in float32."""
+        if not self.ef:
+            return flat.copy()
+        if self.momentum:
+            u = self.momentum * self.velocity.get((r, i), np.zeros_like(flat)) + flat
+            self.velocity[(r, i)] = u
+            return self.residual.get((r, i), np.zeros_like(flat)) + u
+        return flat + self.residual.get((r, i), 0)
 
     def sum(self, per_rank):  # per_rank[r] = list of arrays; returns the sums per tensor
         total = [np.zeros(a.size, np.float32) for a in per_rank[0]]
         for r, arrays in enumerate(per_rank):
             for i, a in enumerate(arrays):
-                flat = a.reshape(-1).astype(np.float32)
-                acc = flat + self.residual.get((r, i), 0) if self.ef else flat.copy()
+                acc = self.accumulate(r, i, a.reshape(-1).astype(np.float32))
                 chosen = numpy_topk(acc, topk_count(self.ratio, acc.size))
                 np.add.at(total[i], chosen, acc[chosen])
                 if self.ef:
                     acc[chosen] = 0
                     self.residual[(r, i)] = acc
+                if self.momentum:
+                    self.velocity[(r, i)][chosen] = 0  # momentum factor masking
+        return [t.reshape(a.shape) for t, a in zip(total, per_rank[0])]
+
+    def dense_sum(self, per_rank):
+        """A dense step: every rank sends its whole accumulation; velocity is kept."""
+        total = [np.zeros(a.size, np.float32) for a in per_rank[0]]
+        for r, arrays in enumerate(per_rank):
+            for i, a in enumerate(arrays):
+                total[i] += self.accumulate(r, i, a.reshape(-1).astype(np.float32))
+                self.residual.pop((r, i), None)
         return [t.reshape(a.shape) for t, a in zip(total, per_rank[0])]
 
 
@@ -83,6 +106,83 @@ def check_topk_allreduce():
             [[rank_tensors(r, 9)[1]] for r in range(size)])[0]
         np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6, atol=1e-6)
         assert compressor.wire_bytes() > 0
+
+
+def check_topk_momentum_correction():
+    """DGC momentum correction: outputs and the per-rank state against numpy, bit for bit."""
+    size, rank = tfdist.size(), tfdist.rank()
+    compressor = tfdist.Compression.topk(0.1, momentum=0.9)
+    names = [f"topkm.{i}" for i in range(len(SHAPES))]
+    reference = TopkReference(size, 0.1, True, momentum=0.9)
+
+    @tf.function
+    def step(tensors):
+        return compressor.allreduce(tensors, names, op=tfdist.Average, group_name="topkm.group")
+
+    plain = TopkReference(size, 0.1, True)
+    for s in range(5):
+        out = step([tf.constant(a) for a in rank_tensors(rank, s)])
+        per_rank = [rank_tensors(r, s) for r in range(size)]
+        expected = reference.sum(per_rank)
+        without = plain.sum(per_rank)
+        for o, e in zip(out, expected):
+            np.testing.assert_allclose(o.numpy(), e / size, rtol=1e-6, atol=1e-7)
+    # Plain error feedback gives another result: the check can fail.
+    assert any(not np.allclose(o.numpy(), w / size, atol=1e-4) for o, w in zip(out, without))
+    state = runtime.rank_state()
+    for i, name in enumerate(names):
+        velocity = state[f"topk.velocity/{name}"]
+        residual = state[f"topk.residual/{name}"]
+        assert velocity.shape == SHAPES[i], velocity.shape
+        np.testing.assert_array_equal(velocity.reshape(-1), reference.velocity[(rank, i)])
+        np.testing.assert_array_equal(residual.reshape(-1), reference.residual[(rank, i)])
+        # Masking: where the residual was just sent (0), the velocity is 0 too.
+        sent = reference.residual[(rank, i)] == 0
+        assert np.all(velocity.reshape(-1)[sent] == 0)
+
+    # A dense step (ratio 1 on a large tensor) sends residual + m·u + g and keeps u.
+    n = 200_000
+    grads = [[np.random.RandomState(50 + r + 10 * s).normal(0, 1, n).astype("float32")]
+             for s in range(2) for r in range(size)]
+    first, second = grads[:size], grads[size:]
+    sparse = tfdist.Compression.topk(0.01, momentum=0.9)
+    dense = tfdist.Compression.topk(1.0, momentum=0.9)
+    assert sparse.sparse_is_cheaper(topk_count(0.01, n), n, size)
+    assert not dense.sparse_is_cheaper(n, n, size)
+    reference = TopkReference(size, 0.01, True, momentum=0.9)
+    out = sparse.allreduce([tf.constant(first[rank][0])], ["topkm.dense"], op=tfdist.Sum)[0]
+    np.testing.assert_allclose(out.numpy(), reference.sum(first)[0], rtol=1e-6, atol=1e-6)
+    out = dense.allreduce([tf.constant(second[rank][0])], ["topkm.dense"], op=tfdist.Sum)[0]
+    np.testing.assert_allclose(out.numpy(), reference.dense_sum(second)[0], rtol=1e-5, atol=1e-5)
+    state = runtime.rank_state()
+    assert "topk.residual/topkm.dense" not in state
+    np.testing.assert_array_equal(state["topk.velocity/topkm.dense"], reference.velocity[(rank, 0)])
+
+
+def check_topk_start_step():
+    """Dense (momentum SGD, velocity kept) for the first start_step calls, then sparse."""
+    size, rank = tfdist.size(), tfdist.rank()
+    compressor = tfdist.Compression.topk(0.1, momentum=0.9, start_step=2)
+    names = [f"topkw.{i}" for i in range(len(SHAPES))]
+    reference = TopkReference(size, 0.1, True, momentum=0.9)
+
+    @tf.function
+    def step(tensors):
+        return compressor.allreduce(tensors, names, op=tfdist.Average, group_name="topkw.group")
+
+    for s in range(4):
+        out = step([tf.constant(a) for a in rank_tensors(rank, s)])
+        per_rank = [rank_tensors(r, s) for r in range(size)]
+        expected = reference.dense_sum(per_rank) if s < 2 else reference.sum(per_rank)
+        for o, e in zip(out, expected):
+            np.testing.assert_allclose(o.numpy(), e / size, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"start_step, step {s}")
+        if s == 1:  # after the dense steps: no residual, the whole velocity
+            state = runtime.rank_state()
+            assert f"topk.residual/{names[0]}" not in state
+            np.testing.assert_array_equal(state[f"topk.velocity/{names[0]}"].reshape(-1),
+                                          reference.velocity[(rank, 0)])
+    assert runtime.rank_state()["step/topk/topkw.group"] == 4
 
 
 def check_topk_dense_switch():
@@ -287,20 +387,41 @@ def check_errors():
             assert "op=Max" in str(error)
         else:
             raise AssertionError(f"{compressor} with Max accepted")
+    for bad in (-0.1, 1.0, True, "0.9"):
+        try:
+            tfdist.Compression.topk(0.1, momentum=bad)
+        except ValueError as error:
+            assert "momentum" in str(error), error
+        else:
+            raise AssertionError(f"topk(momentum={bad!r}) accepted")
+    for bad in (-1, 1.5, True):
+        try:
+            tfdist.Compression.topk(0.1, start_step=bad)
+        except ValueError as error:
+            assert "start_step" in str(error), error
+        else:
+            raise AssertionError(f"topk(start_step={bad!r}) accepted")
+    try:
+        tfdist.Compression.topk(0.1, error_feedback=False, momentum=0.9)
+    except ValueError as error:
+        assert "error_feedback" in str(error), error
+    else:
+        raise AssertionError("momentum correction without error feedback accepted")
     for compressor in (tfdist.Compression.topk(0.25, error_feedback=False),
+                       tfdist.Compression.topk(0.25, momentum=0.9, start_step=3),
                        tfdist.Compression.powersgd(3, start_step=5)):
         again = tfdist.Compression.from_config(compressor.get_config())
         assert again.get_config() == compressor.get_config(), again
 
 
-def topk_mean(size, ratio):
+def topk_mean(size, ratio, momentum=0.0):
     """reference_sgd's ``mean`` for top-k with error feedback (called per weight, in order)."""
     references, calls = {}, [0]
 
     def mean(grads):
         i = calls[0] % 4  # keras_common's model has four weights
         calls[0] += 1
-        reference = references.setdefault(i, TopkReference(size, ratio, True))
+        reference = references.setdefault(i, TopkReference(size, ratio, True, momentum))
         return reference.sum([[g.astype("float32")] for g in grads])[0] / size
 
     return mean
@@ -340,6 +461,22 @@ def check_fit_and_tape_with_topk(steps=3, lr=0.1, momentum=0.9):
     for s in range(steps):
         tape_step(x[s * BATCH:(s + 1) * BATCH], y[s * BATCH:(s + 1) * BATCH])
     assert_weights(model.get_weights(), expected, "tape with top-k", tolerance=1e-4)
+
+
+def check_fit_with_momentum_correction(steps=3, lr=0.1):
+    """model.fit with the momentum in the compressor and plain SGD in the optimizer."""
+    size = tfdist.size()
+    expected = reference_sgd(size, steps, lr, 0.0, mean=topk_mean(size, 0.3, momentum=0.9))
+    model = make_model()
+    model.compile(optimizer=hvd.DistributedOptimizer(
+        keras.optimizers.SGD(lr), compression=hvd.Compression.topk(0.3, momentum=0.9)),
+        loss="mse")
+    x, y = rank_data(hvd.rank(), steps)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    assert_weights(model.get_weights(), expected, "fit with top-k momentum", tolerance=1e-4)
+    assert_same_on_all_ranks(model.get_weights(), "fit-topk-momentum")
+    plain = reference_sgd(size, steps, lr, 0.0, mean=topk_mean(size, 0.3))
+    assert any(not np.allclose(a, e, atol=1e-4) for a, e in zip(model.get_weights(), plain))
 
 
 def check_fit_with_powersgd(steps=3, lr=0.1, momentum=0.9):
@@ -395,12 +532,15 @@ def main():
     tfdist.init()
     check_errors()
     check_topk_allreduce()
+    check_topk_momentum_correction()
+    check_topk_start_step()
     check_topk_dense_switch()
     check_rank_state_round_trip()
     check_powersgd_allreduce()
     check_powersgd_rank_one_converges()
     check_powersgd_start_step()
     check_fit_and_tape_with_topk()
+    check_fit_with_momentum_correction()
     check_fit_with_powersgd()
     check_save_and_load(sys.argv[1])
     if "--error-feedback" in sys.argv:

@@ -30,10 +30,7 @@ float Magnitude(float value) {
   return std::isnan(value) ? std::numeric_limits<float>::infinity() : std::fabs(value);
 }
 
-}  // namespace
-
-Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices,
-                  float* values, float* residual) {
+Status CheckArguments(size_t n, size_t k) {
   if (k > n) {
     return Status::InvalidArgument("top-k: k = " + std::to_string(k) +
                                    " is larger than the tensor's " + std::to_string(n) +
@@ -43,6 +40,15 @@ Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices
     return Status::InvalidArgument("top-k: tensors of more than 2^31-1 elements are not "
                                    "supported, got " + std::to_string(n));
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices,
+                  float* values, float* residual) {
+  const Status valid = CheckArguments(n, k);
+  if (!valid.ok()) return valid;
   std::vector<int32_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   auto before = [accumulated](int32_t a, int32_t b) {
@@ -64,6 +70,27 @@ Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices
     if (residual != accumulated) std::copy(accumulated, accumulated + n, residual);
     for (size_t i = 0; i < k; ++i) residual[indices[i]] = 0.0f;
   }
+  return Status::OK();
+}
+
+void MomentumAccumulate(const float* gradient, size_t n, float momentum, float* velocity,
+                        float* residual) {
+  for (size_t i = 0; i < n; ++i) {
+    velocity[i] = momentum * velocity[i] + gradient[i];
+    residual[i] += velocity[i];
+  }
+}
+
+Status TopkSelectWithMomentum(const float* gradient, size_t n, size_t k, float momentum,
+                              float* velocity, float* residual, int32_t* indices,
+                              float* values) {
+  // Checked first so that a rejected call leaves the state untouched.
+  const Status valid = CheckArguments(n, k);
+  if (!valid.ok()) return valid;
+  MomentumAccumulate(gradient, n, momentum, velocity, residual);
+  const Status status = TopkSelect(residual, n, k, indices, values, residual);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < k; ++i) velocity[indices[i]] = 0.0f;
   return Status::OK();
 }
 

@@ -31,6 +31,23 @@ size_t TopkCount(double ratio, size_t n);
 Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices,
                   float* values, float* residual);
 
+// Deep Gradient Compression's momentum correction (Lin et al., 2018): the
+// momentum is accumulated locally, before the selection, instead of by the
+// optimizer after the exchange, where it would keep amplifying updates that
+// error feedback releases late. In float32, element by element:
+//   velocity = momentum * velocity + gradient;  residual = residual + velocity.
+void MomentumAccumulate(const float* gradient, size_t n, float momentum, float* velocity,
+                        float* residual);
+
+// One top-k step with momentum correction: MomentumAccumulate, then
+// TopkSelect of the residual in place (so the value sent or the new
+// residual[i] is bit for bit the accumulated residual[i]), then "momentum
+// factor masking": velocity is zeroed at the sent entries too, so momentum
+// does not push an update that has already been applied.
+Status TopkSelectWithMomentum(const float* gradient, size_t n, size_t k, float momentum,
+                              float* velocity, float* residual, int32_t* indices,
+                              float* values);
+
 }  // namespace tfdist
 
 #endif  // TFDIST_CORE_COMPRESSION_TOPK_H_
