@@ -1,9 +1,8 @@
 """tests/test_checkpoint_restart.py: a checkpoint saved on one number of ranks, restored on another.
 
     save      DIR OUT   trains a little, saves step 7 (and a step 8 that it restores, checking
-                        each rank gets its own per-rank state back, once reading the file
-                        on every rank and once with only rank 0 able to read it, so that
-                        the values come by broadcast; then truncates step 8)
+                        each rank gets its own per-rank state back, also with only rank 0
+                        able to read the directory; then truncates step 8)
     restore   DIR OUT   checks a mismatching model is refused and left unchanged, restores
                         step 7 (warning about step 8), checks it against OUT/saved.npz,
                         trains one step and saves it (two steps on) into OUT/saved.npz
@@ -90,7 +89,7 @@ def body() -> None:
         np.testing.assert_array_equal(received[0]["factor/q"], np.full((2, 2), hvd.rank()))
         assert received[0]["factor/q"].dtype == np.float64
         # Only rank 0 can read the directory (as on a host-local disk): the
-        # values and each rank's own state come from rank 0 instead.
+        # values and each rank's own state still reach every rank.
         saved = values(model, optimizer, counter)
         for variable in model.variables + optimizer.variables + [counter]:
             variable.assign(tf.zeros_like(variable))

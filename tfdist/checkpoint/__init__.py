@@ -9,11 +9,8 @@
     tfdist.checkpoint.wait()
 
 ``save`` and ``restore`` are collectives: every rank calls them, with the
-same arguments. Rank 0 writes the files; every rank's own state
-(``tfdist.runtime.rank_state()``) travels to rank 0. On restore rank 0
-chooses the file; every rank that sees the directory reads and verifies
-that file itself, and rank 0 broadcasts the values only when some rank
-cannot. A save holds
+same arguments. Rank 0 writes and reads the files; every rank's own state
+(``tfdist.runtime.rank_state()``) travels to and from rank 0. A save holds
 training only while rank 0 copies the variables into host memory; the file
 is written, fsync'd and renamed into place on a background thread. A save
 waits for the previous one. ``restore`` takes the newest file that
@@ -214,7 +211,7 @@ def _choose(directory: str) -> Tuple[Dict[str, Any], Optional[file_format.Conten
             return {"error": f"no checkpoint in {directory} verifies:\n  " +
                     "\n  ".join(failures)}, None
         return {"none": True}, None
-    return {"path": path, "digest": contents.digest, "step": contents.step, "extra": contents.extra,
+    return {"path": path, "step": contents.step, "extra": contents.extra,
             "world_size": contents.world_size,
             "groups": {g: [file_format.array_entry(a, p) for a, p in
                            zip(contents.groups[g], contents.paths[g])]
@@ -265,17 +262,11 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     directory = str(directory)
     targets = _targets(model, optimizer, variables)
     is_root = runtime.rank() == 0
-    # The newest file must be complete before any rank chooses.
-    failure = _pending_failure() if is_root else ""
-    failure = _broadcast_bytes(failure.encode() if is_root else None,
-                               "tfdist.checkpoint.restore.ready").decode()
-    if failure:
-        raise CheckpointError(failure)
-    # Every rank reads at once; rank 0's choice is the one that counts.
+    contents = None
+    header: Dict[str, Any] = {}
     if is_root:
-        header, contents = _choose(directory)
-    else:
-        header, contents = {}, _own_choice(directory)
+        failure = _pending_failure()  # the newest file must be complete before choosing
+        header, contents = ({"error": failure}, None) if failure else _choose(directory)
     text = _broadcast_bytes(json.dumps(header).encode() if is_root else None,
                             "tfdist.checkpoint.restore.header")
     header = json.loads(text)
@@ -284,63 +275,19 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     if header.get("none"):
         return None
     _check_match(header, targets)
-    if not is_root:
-        contents = _same_file(contents, header)
-    every_rank_read = _all_true(contents is not None, "tfdist.checkpoint.restore.read")
-    variables_in_order = [v for g in file_format.GROUPS for v in targets[g]]
-    if every_rank_read:
-        for variable, array in zip(variables_in_order,
-                                   [a for g in file_format.GROUPS for a in contents.groups[g]]):
-            variable.assign(array)
-    else:
-        _assign_from_root(variables_in_order,
-                          [a for g in file_format.GROUPS for a in contents.groups[g]]
-                          if is_root else None)
-    _restore_rank_states(header, contents, every_rank_read)
+    _assign_from_root([v for g in file_format.GROUPS for v in targets[g]],
+                      [a for g in file_format.GROUPS for a in contents.groups[g]]
+                      if is_root else None)
+    _restore_rank_states(header, contents)
     return Restored(step=int(header["step"]), extra=header["extra"], path=header["path"])
-
-
-def _own_choice(directory: str) -> Optional[file_format.Contents]:
-    """The newest checkpoint this rank can read and verify (no warnings: rank 0 gives those)."""
-    try:
-        path, contents, _ = file_format.newest_valid(directory)
-    except OSError:
-        return None
-    return contents if path is not None else None
-
-
-def _same_file(contents: Optional[file_format.Contents],
-               header: Mapping[str, Any]) -> Optional[file_format.Contents]:
-    """This rank's verified copy of rank 0's choice, or None if it cannot have one.
-
-    Rank 0's header names the file and the SHA-256 of its manifest, which
-    holds the CRC-32 of every dataset; a copy that verifies here and has
-    the same digest holds the same values as rank 0's, so it gives what a
-    broadcast from rank 0 would, without sending the state. A rank whose
-    host does not see the directory, or sees other files there, gets None
-    and the values come from rank 0 instead.
-    """
-    if contents is not None and contents.digest == header["digest"]:
-        return contents
-    try:
-        contents = file_format.read(header["path"])
-    except (file_format.CorruptCheckpoint, OSError):
-        return None
-    return contents if contents.digest == header["digest"] else None
-
-
-def _all_true(flag: bool, name: str) -> bool:
-    """Whether ``flag`` holds on every rank (one tiny allgather)."""
-    if runtime.size() == 1:
-        return flag
-    return bool(ops.allgather(np.array([int(flag)], np.int32), name=name).numpy().all())
 
 
 def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) -> None:
     """Assigns rank 0's ``arrays`` to ``variables`` on every rank, one broadcast per variable.
 
     Per variable rather than one concatenation per dtype: the state is
-    copied fewer times (no concatenate, no split).
+    copied fewer times (no concatenate, no split), which is what a restore
+    of a large model spends its time on.
     """
     if runtime.size() == 1:
         for variable, array in zip(variables, arrays):
@@ -355,8 +302,7 @@ def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) 
                                       name=f"tfdist.checkpoint.restore.{index}"))
 
 
-def _restore_rank_states(header: Mapping[str, Any], contents: Any,
-                         every_rank_read: bool) -> None:
+def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:
     size = runtime.size()
     if header["world_size"] != size:
         if header["rank_state_arrays"] and runtime.rank() == 0:
@@ -367,9 +313,6 @@ def _restore_rank_states(header: Mapping[str, Any], contents: Any,
         return
     if not header["rank_state_arrays"]:
         runtime.restore_rank_state({})
-        return
-    if every_rank_read:
-        runtime.restore_rank_state(dict(contents.rank_states[runtime.rank()]))
         return
     mine = b""
     for rank in range(size):

@@ -140,9 +140,6 @@ class Contents:
     paths: Dict[str, List[str]]
     world_size: int
     rank_states: List[Dict[str, np.ndarray]]
-    # SHA-256 of the manifest, which holds every dataset's CRC-32: two files
-    # that verify with the same digest hold the same values. Set by read().
-    digest: str = ""
 
 
 def write(path: str, contents: Contents) -> None:
@@ -257,7 +254,7 @@ def _read_open(handle: h5py.File) -> Contents:
                             for i, e in enumerate(entries)})
     return Contents(step=int(manifest["step"]), extra=manifest["extra"], groups=groups,
                     paths=paths, world_size=int(manifest["world_size"]),
-                    rank_states=rank_states, digest=str(attrs.get("digest")))
+                    rank_states=rank_states)
 
 
 def newest_valid(directory: str) -> Tuple[Optional[str], Optional[Contents], List[str]]:
