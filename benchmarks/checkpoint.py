@@ -14,9 +14,10 @@ reported:
   synchronous write. ``memcpy_s`` is the time to copy the same bytes once
   in memory, the floor of any snapshot.
 - ``save_s``: until the checkpoint is durable (tfdist: save + wait, which
-  includes fsync; Keras does not fsync).
-- ``restore_s``: tfdist.restore (rank 0 reads and verifies, every rank gets
-  the values) against load_weights and BackupAndRestore's restore.
+  includes fsync; Keras does not fsync). ``tfdist.save_nofsync_s``: the
+  same with fsync made a no-op, to compare like with like.
+- ``restore_s``: tfdist.restore (every rank reads and verifies the file
+  rank 0 chooses) against load_weights and BackupAndRestore's restore.
 - ``MB/s``: the file's size over save_s and restore_s.
 - ``throughput``: training samples/s with BackupAndRestore(save_freq=
   ``--every``) against none, over ``--steps`` steps of fit; for models over
@@ -36,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+import unittest.mock
 from typing import Any, Callable, Dict, List, Optional
 
 BATCH = 16
@@ -98,6 +100,13 @@ def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
         total = stall + timed(ckpt.wait)
         add("tfdist.stall_s", stall)
         add("tfdist.save_s", total)
+        hvd.barrier()
+        # The same save without its fsyncs, which save_weights does not make
+        # either; for comparison only, the product always fsyncs.
+        with unittest.mock.patch("os.fsync", lambda descriptor: None):
+            add("tfdist.save_nofsync_s",
+                timed(lambda: (ckpt.save(tf_dir, round_ + 1, model=model, keep=2),
+                               ckpt.wait())))
         hvd.barrier()
         add("tfdist.restore_s", timed(lambda: ckpt.restore(tf_dir, model=model)))
         if rank0:
@@ -163,14 +172,16 @@ def table(results: List[Dict[str, Any]]) -> str:
                 f"{mb / m[method + '.save_s']:.0f} | {m[method + '.restore_s']:.3f} | "
                 f"{mb / m[method + '.restore_s']:.0f} |")
     rows.append("")
-    rows.append("| model | tfdist save / save_weights | tfdist restore / load_weights | "
+    rows.append("| model | tfdist save / save_weights | same without fsync | "
+                "tfdist restore / load_weights | "
                 "throughput with / without checkpoints (every N steps) |")
-    rows.append("|---|---|---|---|")
+    rows.append("|---|---|---|---|---|")
     for result in results:
         m = result["median"]
         if "save_weights.save_s" in m:
             rows.append(f"| {result['size_mib']:g} MiB | "
                         f"{m['tfdist.save_s'] / m['save_weights.save_s']:.2f} | "
+                        f"{m['tfdist.save_nofsync_s'] / m['save_weights.save_s']:.2f} | "
                         f"{m['tfdist.restore_s'] / m['save_weights.restore_s']:.2f} | "
                         f"{m['throughput_ratio']:.3f} (every {result['checkpoint_every']}) |")
     return "\n".join(rows)

@@ -79,3 +79,42 @@ def test_truncated_or_flipped_checkpoints_are_never_loaded_as_other_values(tmp_p
     # or in bytes HDF5 never reads (the values are then exactly the saved ones).
     assert all("fell back" in line for line in lines if "truncate" in line), report
     assert any("fell back" in line for line in lines if "flip" in line), report
+
+
+def as_version_1(path):
+    """Rewrites a checkpoint as format version 1 wrote it: fletcher32 chunks, no CRC-32s."""
+    import json
+    import h5py
+    with h5py.File(path, "r+") as handle:
+        manifest = json.loads(handle.attrs["manifest"])
+        datasets = []
+        handle.visititems(lambda name, item: datasets.append(name)
+                          if isinstance(item, h5py.Dataset) else None)
+        for name in datasets:
+            data = handle[name][()]
+            del handle[name]
+            handle.create_dataset(name, data=data, chunks=(max(1, data.size // 3),),
+                                  fletcher32=True)
+        for entries in list(manifest["groups"].values()) + manifest["rank_state"]:
+            for entry in entries:
+                del entry["crc32"]
+        text = json.dumps(manifest, sort_keys=True)
+        handle.attrs["format_version"] = 1
+        handle.attrs["manifest"] = text
+        handle.attrs["digest"] = FILE_FORMAT.manifest_digest(text)
+
+
+def test_version_1_files_with_fletcher32_still_read_and_a_flip_in_their_data_is_caught(tmp_path):
+    import numpy as np
+    saved = expected_contents(FILE_FORMAT, 3)
+    path = str(tmp_path / FILE_FORMAT.file_name(3))
+    FILE_FORMAT.write(path, saved)
+    as_version_1(path)
+    assert same(FILE_FORMAT.read(path), expected_contents(FILE_FORMAT, 3))
+    data = bytearray(open(path, "rb").read())
+    where = data.find(np.ascontiguousarray(saved.groups["model"][0]).tobytes()[:64])
+    assert where > 0
+    data[where + 10] ^= 0x40
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(FILE_FORMAT.CorruptCheckpoint):
+        FILE_FORMAT.read(path)

@@ -1,7 +1,8 @@
 """tests/test_checkpoint_restart.py: a checkpoint saved on one number of ranks, restored on another.
 
     save      DIR OUT   trains a little, saves step 7 (and a step 8 that it restores, checking
-                        each rank gets its own per-rank state back, then truncates)
+                        each rank gets its own per-rank state back, also with only rank 0
+                        able to read the directory; then truncates step 8)
     restore   DIR OUT   checks a mismatching model is refused and left unchanged, restores
                         step 7 (warning about step 8), checks it against OUT/saved.npz,
                         trains one step and saves it (two steps on) into OUT/saved.npz
@@ -87,6 +88,22 @@ def body() -> None:
                                       np.arange(4, dtype=np.float32) + 10 * hvd.rank())
         np.testing.assert_array_equal(received[0]["factor/q"], np.full((2, 2), hvd.rank()))
         assert received[0]["factor/q"].dtype == np.float64
+        # Only rank 0 can read the directory (as on a host-local disk): the
+        # values and each rank's own state still reach every rank.
+        saved = values(model, optimizer, counter)
+        for variable in model.variables + optimizer.variables + [counter]:
+            variable.assign(tf.zeros_like(variable))
+        received.clear()
+        if hvd.rank() != 0:
+            def unreadable(path):
+                raise FileNotFoundError(f"{path} is not on this host")
+            ckpt.file_format.read = unreadable
+        assert ckpt.restore(directory, model=model, optimizer=optimizer,
+                            variables=[counter]).step == 8
+        for key, value in values(model, optimizer, counter).items():
+            np.testing.assert_array_equal(value, saved[key], err_msg=key)
+        np.testing.assert_array_equal(received[0]["residual"],
+                                      np.arange(4, dtype=np.float32) + 10 * hvd.rank())
         if hvd.rank() == 0:
             newest = os.path.join(directory, "ckpt-0000000008.h5")
             with open(newest, "r+b") as handle:
