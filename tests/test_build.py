@@ -1,4 +1,5 @@
 """The build and the import stop with messages that say what to do, never a traceback."""
+import importlib.util
 import json
 import os
 import shutil
@@ -6,12 +7,25 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from build_support import native  # noqa: E402
+
+
+def _load_build_support() -> ModuleType:
+    # From its file, not by putting the source tree on sys.path: that would make
+    # every later test in this process import the unbuilt tfdist of the tree
+    # instead of the installed one.
+    spec = importlib.util.spec_from_file_location("tfdist_build_support_native",
+                                                  ROOT / "build_support" / "native.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+native = _load_build_support()
 
 
 def test_build_without_tensorflow_says_what_to_install(tmp_path):
