@@ -86,8 +86,10 @@ class HostTimer:
         label = (MPI.Get_processor_name(),
                  tfdist.rank() - tfdist.local_rank() if settings.virtual_hosts else 0)
         labels = comm.allgather(label)
-        first_seen = {value: index for index, value in reversed(list(enumerate(labels)))}
-        self.host_of_rank = (ctypes.c_int * comm.size)(*(first_seen[v] for v in labels))
+        host_numbers: Dict[Any, int] = {}
+        for value in labels:
+            host_numbers.setdefault(value, len(host_numbers))
+        self.host_of_rank = (ctypes.c_int * comm.size)(*(host_numbers[v] for v in labels))
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
         cost = runtime.network_cost()
