@@ -1,7 +1,8 @@
 """The engine's allreduce algorithms timed directly, without TensorFlow or the runtime.
 
-The timing entry point (benchmarks/native/engine_timer.cc) is not part of
-tfdist's library. On first use it is compiled, with the framework-free core
+The timing entry points (benchmarks/native/*.cc: engine_timer.cc for the
+algorithms on one transport, costmodel_timer.cc for them on emulated hosts)
+are not part of tfdist's library. On first use they are compiled, with the framework-free core
 (cc/core without the runtime), into build/benchmarks/libtfdist_engine.so
 (git-ignored), with the compiler and MPI flags tfdist's own build uses
 (build_support/native.py). Later uses rebuild only what changed. Every rank
@@ -22,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "build" / "benchmarks"
 LIBRARY_PATH = BUILD_DIR / "libtfdist_engine.so"
-TIMER_SOURCE = Path(__file__).resolve().parent / "native" / "engine_timer.cc"
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
 #: The timer needs the algorithms and the transports, not the runtime.
 LEFT_OUT = ROOT / "cc" / "core" / "runtime"
 
@@ -32,7 +33,7 @@ EngineTimer = Callable[[str, np.ndarray, int], float]
 def _sources() -> list:
     core = sorted(path for path in (ROOT / "cc" / "core").rglob("*.cc")
                   if LEFT_OUT not in path.parents)
-    return [TIMER_SOURCE, *core]
+    return [*sorted(NATIVE_DIR.glob("*.cc")), *core]
 
 
 def _build() -> Path:

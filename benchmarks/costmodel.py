@@ -8,7 +8,7 @@ and TFDIST_EMULATED_BANDWIDTH/LATENCY set as the configuration says). In that
 job every allreduce algorithm (tree, butterfly, ring, Rabenseifner, and
 hierarchical where there are several hosts) runs at sizes from 4 B to 64 MiB
 of float32, called directly on the transport the runtime's collectives use
-(no negotiation, no TensorFlow; cc/tf/costmodel_bench_api.cc), one call per
+(no negotiation, no TensorFlow; benchmarks/native/costmodel_timer.cc), one call per
 barrier, the slowest rank's time taken; the fastest of the calls is the
 measurement (the model predicts a collective with the machine to itself,
 and on a shared machine other work only adds), the median is printed beside
@@ -47,6 +47,7 @@ TARGET_SECONDS = 0.25  # per cell, after warm-up
 MIN_ITERATIONS = 3
 MAX_ITERATIONS = 40
 PING_PONG_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
+RUNTIME_CALLS = 5  # 64 MiB allreduces through tfdist.allreduce, per algorithm
 
 # name -> ranks, virtual hosts (None: the real host), emulated Gb/s (None: off).
 CONFIGURATIONS: Dict[str, Dict[str, Any]] = {
@@ -64,18 +65,78 @@ AUTO_TOLERANCE = 0.10
 
 # ---------------------------------------------------------------- worker (one rank of a job)
 
-def _bench_library() -> ctypes.CDLL:
-    from tfdist import _library
-    lib = _library.control()
-    lib.tfdist_time_allreduce_on_hosts.argtypes = [
-        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
-        ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
-    lib.tfdist_time_allreduce_on_hosts.restype = ctypes.c_int
-    lib.tfdist_time_ping_pong_on_hosts.argtypes = [
-        ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
-        ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
-    lib.tfdist_time_ping_pong_on_hosts.restype = ctypes.c_int
-    return lib
+class HostTimer:
+    """Times the engine's allreduce algorithms and point-to-point messages on this job's
+    (virtual) hosts, over the emulated links when they are set, without negotiation or
+    TensorFlow (benchmarks/native/costmodel_timer.cc, built by benchmarks/_engine.py).
+
+    It is told what the runtime knows through tfdist's public API: every rank's host,
+    the emulated link, and the inter-host link cost hierarchical chooses by.
+    """
+
+    def __init__(self, comm) -> None:
+        from mpi4py import MPI
+        import tfdist
+        from tfdist import runtime
+        if str(ROOT) not in sys.path:
+            sys.path.append(str(ROOT))  # last: tfdist must stay the installed one
+        from benchmarks import _engine
+        settings = tfdist.RuntimeSettings.from_environment()
+        # Virtual hosts are consecutive ranks; the first rank of each names it.
+        label = (MPI.Get_processor_name(),
+                 tfdist.rank() - tfdist.local_rank() if settings.virtual_hosts else 0)
+        labels = comm.allgather(label)
+        host_numbers: Dict[Any, int] = {}
+        for value in labels:
+            host_numbers.setdefault(value, len(host_numbers))
+        self.host_of_rank = (ctypes.c_int * comm.size)(*(host_numbers[v] for v in labels))
+        self.bandwidth = float(settings.emulated_bandwidth or 0.0)
+        self.latency = float(settings.emulated_latency or 0.0)
+        cost = runtime.network_cost()
+        self.inter_host = (ctypes.c_double * 3)(cost["inter_latency_s"],
+                                                cost["inter_seconds_per_byte"],
+                                                cost["reduce_seconds_per_byte"])
+        self.handle = MPI._handleof(comm)
+        lib = _engine.load()
+        self._allreduce = lib.tfdist_costmodel_allreduce_seconds
+        self._allreduce.argtypes = [
+            ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.c_double, ctypes.c_double,
+            ctypes.POINTER(ctypes.c_double), ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
+            ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p,
+            ctypes.c_int]
+        self._allreduce.restype = ctypes.c_int
+        self._ping_pong = lib.tfdist_costmodel_ping_pong_seconds
+        self._ping_pong.argtypes = [
+            ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.c_double, ctypes.c_double,
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
+            ctypes.POINTER(ctypes.c_double), ctypes.c_char_p, ctypes.c_int]
+        self._ping_pong.restype = ctypes.c_int
+
+    def allreduce(self, algorithm: str, buffer, iterations: int) -> List[float]:
+        """This rank's seconds for each of ``iterations`` in-place sum allreduces, one per
+        barrier. Collective."""
+        from tfdist import _library
+        seconds = (ctypes.c_double * iterations)()
+        error = ctypes.create_string_buffer(1024)
+        code = self._allreduce(self.handle, self.host_of_rank, self.bandwidth, self.latency,
+                               self.inter_host, _library.allreduce_algorithms().index(algorithm),
+                               buffer.ctypes.data, buffer.size, FLOAT32, iterations, seconds,
+                               error, len(error))
+        if code:
+            raise RuntimeError(f"{algorithm}: {error.value.decode()}")
+        return list(seconds)
+
+    def ping_pong(self, peer: int, buffer, iterations: int) -> List[float]:
+        """Half of each of ``iterations`` round trips of ``buffer`` with ``peer`` (-1: only
+        take part in the barriers). Collective."""
+        seconds = (ctypes.c_double * iterations)()
+        error = ctypes.create_string_buffer(1024)
+        code = self._ping_pong(self.handle, self.host_of_rank, self.bandwidth, self.latency,
+                               peer, buffer.ctypes.data, buffer.nbytes, iterations, seconds,
+                               error, len(error))
+        if code:
+            raise RuntimeError(f"ping-pong: {error.value.decode()}")
+        return list(seconds)
 
 
 def _slowest_rank(comm, seconds: Sequence[float]) -> List[float]:
@@ -94,20 +155,7 @@ def _iterations(predicted: float) -> int:
     return max(MIN_ITERATIONS, min(MAX_ITERATIONS, int(TARGET_SECONDS / predicted)))
 
 
-def _time_allreduce(lib, comm, algorithm: str, buffer, iterations: int) -> List[float]:
-    from mpi4py import MPI
-    from tfdist.config import ALGORITHMS
-    seconds = (ctypes.c_double * iterations)()
-    error = ctypes.create_string_buffer(1024)
-    code = lib.tfdist_time_allreduce_on_hosts(
-        MPI._handleof(comm), ALGORITHMS.index(algorithm), buffer.ctypes.data, buffer.size,
-        FLOAT32, iterations, seconds, error, len(error))
-    if code:
-        raise RuntimeError(f"{algorithm}: {error.value.decode()}")
-    return list(seconds)
-
-
-def _measure_cells(lib, comm, hosts: int) -> List[Dict[str, Any]]:
+def _measure_cells(timer: HostTimer, comm, hosts: int) -> List[Dict[str, Any]]:
     import numpy as np
     from tfdist import runtime
     algorithms = FLAT_ALGORITHMS + (("hierarchical",) if hosts > 1 else ())
@@ -119,8 +167,8 @@ def _measure_cells(lib, comm, hosts: int) -> List[Dict[str, Any]]:
             predicted = runtime.predict_allreduce_seconds(count * 4, algorithm)
             buffer = np.ones(count, np.float32)
             iterations = _iterations(predicted)
-            _time_allreduce(lib, comm, algorithm, buffer, 1)  # warm-up
-            calls = _slowest_rank(comm, _time_allreduce(lib, comm, algorithm, buffer, iterations))
+            timer.allreduce(algorithm, buffer, 1)  # warm-up
+            calls = _slowest_rank(comm, timer.allreduce(algorithm, buffer, iterations))
             # The model predicts a collective that has the machine to itself;
             # on a shared machine other work only ever adds time, so the
             # fastest call is the measurement, and the median is kept beside it.
@@ -130,7 +178,7 @@ def _measure_cells(lib, comm, hosts: int) -> List[Dict[str, Any]]:
     return cells
 
 
-def _measure_emulation(lib, comm, per_host: int, bandwidth: float, latency: float
+def _measure_emulation(timer: HostTimer, comm, per_host: int, bandwidth: float, latency: float
                        ) -> List[Dict[str, Any]]:
     """Every rank ping-pongs with the rank at the same place on the partner host."""
     import numpy as np
@@ -146,14 +194,8 @@ def _measure_emulation(lib, comm, per_host: int, bandwidth: float, latency: floa
         model = latency + nbytes / bandwidth
         iterations = max(MIN_ITERATIONS, min(20, int(TARGET_SECONDS / (2 * model))))
         buffer = np.zeros(nbytes, np.uint8)
-        seconds = (ctypes.c_double * (iterations + 1))()
-        error = ctypes.create_string_buffer(1024)
-        code = lib.tfdist_time_ping_pong_on_hosts(MPI._handleof(comm), peer, buffer.ctypes.data,
-                                                  nbytes, iterations + 1, seconds, error,
-                                                  len(error))
-        if code:
-            raise RuntimeError(f"ping-pong: {error.value.decode()}")
-        calls = _slowest_rank(comm, list(seconds)[1:])
+        seconds = timer.ping_pong(peer, buffer, iterations + 1)
+        calls = _slowest_rank(comm, seconds[1:])
         rows.append({"bytes": nbytes, "model_s": model, "measured_s": min(calls),
                      "median_s": statistics.median(calls),
                      "pairs": size // (2 * per_host) * per_host})
@@ -161,22 +203,29 @@ def _measure_emulation(lib, comm, per_host: int, bandwidth: float, latency: floa
 
 
 def _measure_through_runtime(comm) -> Dict[str, float]:
-    """64 MiB through tfdist.allreduce (TensorFlow op, negotiation), per algorithm."""
+    """64 MiB through tfdist.allreduce (TensorFlow op, negotiation), per algorithm.
+
+    Each call is timed until the eager op returns, which it does once the
+    result is complete; reading the result (``.numpy()``, a 64 MiB copy) is
+    not part of the allreduce. One name per algorithm, as a training step
+    reuses its gradients' names, so that negotiation takes its cached path
+    after the warm-up call.
+    """
     import numpy as np
     import tensorflow as tf
     import tfdist
     x = tf.constant(np.ones((64 << 20) // 4, np.float32))
     result = {}
     for algorithm in ("auto", "ring", "hierarchical"):
-        tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm,
-                         name=f"costmodel.warm.{algorithm}").numpy()
+        name = f"costmodel.{algorithm}"
+        tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm, name=name)  # warm-up
         samples = []
-        for i in range(3):
+        for _ in range(RUNTIME_CALLS):
             comm.Barrier()
             start = time.perf_counter()
-            tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm,
-                             name=f"costmodel.{algorithm}.{i}").numpy()
+            output = tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm, name=name)
             samples.append(time.perf_counter() - start)
+            del output
         result[algorithm] = min(_slowest_rank(comm, samples))
     return result
 
@@ -188,7 +237,7 @@ def worker(json_path: str) -> int:
     from tfdist import runtime
     tfdist.init()
     comm = MPI.COMM_WORLD.Dup()
-    lib = _bench_library()
+    timer = HostTimer(comm)
     settings = tfdist.RuntimeSettings.from_environment()
     hosts = tfdist.cross_size()
     per_host = tfdist.local_size()
@@ -197,10 +246,10 @@ def worker(json_path: str) -> int:
         "emulated_bandwidth": settings.emulated_bandwidth,
         "emulated_latency": settings.emulated_latency,
         "network_cost": runtime.network_cost(),
-        "cells": _measure_cells(lib, comm, hosts),
+        "cells": _measure_cells(timer, comm, hosts),
     }
     if settings.emulated_bandwidth and hosts > 1:
-        result["emulation"] = _measure_emulation(lib, comm, per_host, settings.emulated_bandwidth,
+        result["emulation"] = _measure_emulation(timer, comm, per_host, settings.emulated_bandwidth,
                                                  settings.emulated_latency or 0.0)
         result["runtime_64MiB_s"] = _measure_through_runtime(comm)
     if comm.rank == 0:

@@ -19,3 +19,10 @@ def test_listing_names_every_benchmark_without_tensorflow():
 def test_engine_timer_matches_numpy_at_three_ranks():
     output = run_workers("engine_timer_worker.py", 3, timeout=300)
     assert output.count("engine timer OK") == 3, output[-3000:]
+
+
+def test_costmodel_timer_matches_numpy_on_emulated_hosts():
+    env = {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1.25e9",
+           "TFDIST_EMULATED_LATENCY": "2e-5"}
+    output = run_workers("costmodel_timer_worker.py", 4, env=env, timeout=300)
+    assert output.count("costmodel timer OK") == 4, output[-3000:]

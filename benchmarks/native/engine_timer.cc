@@ -12,30 +12,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <thread>
 
+#include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/transport/mpi_allreduce.h"
 #include "cc/core/transport/mpi_transport.h"
-#include "cc/core/transport/mpi_wait.h"
-
-namespace {
-
-// The runtime tells its waits whether this node runs more ranks than cores
-// (cc/tf/control_api.cc); this library has its own copy of that setting.
-void MatchRuntimeWaiting(MPI_Comm comm) {
-  MPI_Comm node;
-  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) {
-    return;
-  }
-  int local_size = 1;
-  MPI_Comm_size(node, &local_size);
-  MPI_Comm_free(&node);
-  const unsigned cores = std::thread::hardware_concurrency();
-  tfdist::SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(local_size) > cores);
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -52,7 +33,7 @@ __attribute__((visibility("default"))) int tfdist_engine_allreduce_seconds(
     return static_cast<int>(s.code());
   };
   const MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
-  static const bool waiting_matched = (MatchRuntimeWaiting(comm), true);
+  static const bool waiting_matched = (tfdist_bench::MatchRuntimeWaiting(comm), true);
   (void)waiting_matched;
   std::unique_ptr<tfdist::MpiTransport> transport;
   tfdist::Status status = tfdist::MpiTransport::Create(comm, &transport);
