@@ -31,6 +31,26 @@
 namespace tfdist {
 namespace {
 
+// A full allreduce over `size` ranks: reduce-scatter then allgather, P-1 steps
+// each, of `count` elements in equal chunks.
+RingSchedule AllreduceSchedule(int size, size_t count, DataType dtype, ReduceOp op,
+                               size_t max_segment_bytes) {
+  RingSchedule schedule;
+  schedule.element_size = DataTypeSize(dtype);
+  schedule.chunk_offsets.resize(size + 1);
+  for (int chunk = 0; chunk <= size; ++chunk) {
+    schedule.chunk_offsets[chunk] = ChunkBegin(count, size, chunk) * schedule.element_size;
+  }
+  schedule.shift = 0;
+  schedule.reduce_steps = size - 1;
+  schedule.copy_steps = size - 1;
+  schedule.dtype = dtype;
+  schedule.op = op;
+  schedule.max_segment_bytes = max_segment_bytes;
+  schedule.tag = kRingAllreduceTag;
+  return schedule;
+}
+
 Status RunRing(Transport& transport, const std::vector<RingSpan>& spans, DataType dtype,
                ReduceOp op, size_t max_segment_bytes, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
@@ -49,19 +69,7 @@ Status RunRing(Transport& transport, const std::vector<RingSpan>& spans, DataTyp
     return Status::OK();
   }
 
-  RingSchedule schedule;
-  schedule.element_size = element_size;
-  schedule.chunk_offsets.resize(size + 1);
-  for (int chunk = 0; chunk <= size; ++chunk) {
-    schedule.chunk_offsets[chunk] = ChunkBegin(count, size, chunk) * element_size;
-  }
-  schedule.shift = 0;
-  schedule.reduce_steps = size - 1;
-  schedule.copy_steps = size - 1;
-  schedule.dtype = dtype;
-  schedule.op = op;
-  schedule.max_segment_bytes = max_segment_bytes;
-  schedule.tag = kRingAllreduceTag;
+  RingSchedule schedule = AllreduceSchedule(size, count, dtype, op, max_segment_bytes);
   schedule.result_scale = result_scale;
   return RunRingSchedule(transport, spans, schedule);
 }
@@ -84,19 +92,7 @@ Status RingAllreduceCompressed(Transport& transport, const void* input, DataType
     ConvertScaled(wire_buffer, wire_dtype, output, full_dtype, count, 1.0);
     return Status::OK();
   }
-  const size_t element_size = DataTypeSize(wire_dtype);
-  RingSchedule schedule;
-  schedule.element_size = element_size;
-  schedule.chunk_offsets.resize(size + 1);
-  for (int chunk = 0; chunk <= size; ++chunk) {
-    schedule.chunk_offsets[chunk] = ChunkBegin(count, size, chunk) * element_size;
-  }
-  schedule.reduce_steps = size - 1;
-  schedule.copy_steps = size - 1;
-  schedule.dtype = wire_dtype;
-  schedule.op = op;
-  schedule.max_segment_bytes = max_segment_bytes;
-  schedule.tag = kRingAllreduceTag;
+  RingSchedule schedule = AllreduceSchedule(size, count, wire_dtype, op, max_segment_bytes);
   schedule.full_source = static_cast<const unsigned char*>(input);
   schedule.full_result = static_cast<unsigned char*>(output);
   schedule.full_dtype = full_dtype;
