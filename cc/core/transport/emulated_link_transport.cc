@@ -30,6 +30,14 @@ Clock::duration Seconds(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// Waits for a message's header and its payload (both, even if one failed:
+// neither buffer may be left to an unfinished operation); the first error wins.
+Status WaitBoth(PendingOp& header, PendingOp& payload) {
+  const Status header_status = header.Wait();
+  const Status payload_status = payload.Wait();
+  return header_status.ok() ? payload_status : header_status;
+}
+
 class EmulatedSendOp : public PendingOp {
  public:
   EmulatedSendOp(Clock::time_point left_nic, int64_t arrival_ticks)
@@ -41,9 +49,7 @@ class EmulatedSendOp : public PendingOp {
   }
   Status Wait() override {
     if (!done_) {
-      const Status header = header_op_->Wait();
-      const Status payload = payload_op_->Wait();
-      status_ = header.ok() ? payload : header;
+      status_ = WaitBoth(*header_op_, *payload_op_);
       if (status_.ok()) SleepUntil(left_nic_);
       done_ = true;
     }
@@ -68,9 +74,7 @@ class EmulatedRecvOp : public PendingOp {
   }
   Status Wait() override {
     if (!done_) {
-      const Status header = header_op_->Wait();
-      const Status payload = payload_op_->Wait();
-      status_ = header.ok() ? payload : header;
+      status_ = WaitBoth(*header_op_, *payload_op_);
       if (status_.ok()) SleepUntil(Clock::time_point(Clock::duration(header_)));
       done_ = true;
     }
