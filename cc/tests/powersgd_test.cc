@@ -96,6 +96,35 @@ TFDIST_TEST(PowerSgdFullRankReproducesTheAverage) {
   }
 }
 
+TFDIST_TEST(PowerSgdFinishIsItsDefinitionBitForBit) {
+  // output[i][j] = sum over c of p[i][c] q_reduced[j][c] and residual = M - P Q_local^T,
+  // products and sums in double in c order, rounded once: the row-wise loops
+  // must give exactly these bits.
+  std::mt19937 generator(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t r : {1, 2, 3}) {
+    const size_t n = 37, m = 53;
+    Matrix accumulated(n * m), p(n * r), q_local(m * r), q_reduced(m * r);
+    for (Matrix* x : {&accumulated, &p, &q_local, &q_reduced}) {
+      for (float& v : *x) v = normal(generator);
+    }
+    Matrix output(n * m), residual(n * m);
+    tfdist::PowerSgdFinish(accumulated.data(), p.data(), q_local.data(), q_reduced.data(), n,
+                           m, r, output.data(), residual.data());
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < m; ++j) {
+        double reduced = 0.0, local = 0.0;
+        for (size_t c = 0; c < r; ++c) {
+          reduced += static_cast<double>(p[i * r + c]) * q_reduced[j * r + c];
+          local += static_cast<double>(p[i * r + c]) * q_local[j * r + c];
+        }
+        CHECK_EQ(output[i * m + j], static_cast<float>(reduced));
+        CHECK_EQ(residual[i * m + j], static_cast<float>(accumulated[i * m + j] - local));
+      }
+    }
+  }
+}
+
 TFDIST_TEST(PowerSgdRankDeficientAverageStaysExactAndFinite) {
   // Columns 0 and 2 of the average are equal, column 1 zero: P has a
   // dependent column and a zero one, yet the output is the average.

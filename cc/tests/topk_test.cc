@@ -119,6 +119,44 @@ TFDIST_TEST(TopkSendsNaNFirst) {
   CHECK_EQ(residual[2], 5.0f);
 }
 
+TFDIST_TEST(TopkOrdersEveryNaNAboveInfinityAndByIndex) {
+  // NaNs of both signs and several payloads are one magnitude, above +-inf.
+  uint32_t payloads[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u};
+  std::vector<float> nans;
+  for (uint32_t bits : payloads) {
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    nans.push_back(value);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> input = {2.0f, nans[0], -inf, nans[1], 7.0f, nans[2], inf, nans[3]};
+  for (size_t k = 1; k <= input.size(); ++k) {
+    std::vector<int32_t> indices(k);
+    std::vector<float> values(k);
+    std::vector<float> residual(input.size());
+    CHECK_OK(TopkSelect(input.data(), input.size(), k, indices.data(), values.data(),
+                        residual.data()));
+    // Expected order: NaNs at 1, 3, 5, 7; infinities at 2, 6; then 7 (4), then 2 (0).
+    const std::vector<int32_t> order = {1, 3, 5, 7, 2, 6, 4, 0};
+    std::vector<int32_t> expected(order.begin(), order.begin() + k);
+    std::sort(expected.begin(), expected.end());
+    CHECK_EQ_MSG(indices == expected, true, "k=" << k);
+    for (size_t j = 0; j < k; ++j) CHECK_EQ(Bits(values[j]), Bits(input[indices[j]]));
+  }
+}
+
+TFDIST_TEST(TopkMatchesTheReferenceOnALargeTensorWithManyTies) {
+  // Larger than the caches, values on a coarse grid so that the k-th magnitude
+  // is shared by many entries on both sides of the cut.
+  std::mt19937 generator(11);
+  std::uniform_int_distribution<int> level(-40, 40);
+  std::vector<float> input(1 << 20);
+  for (float& v : input) v = 0.25f * static_cast<float>(level(generator));
+  for (size_t k : {size_t{1}, size_t{1000}, size_t{10486}, input.size() / 3}) {
+    CheckSelection(input, k, "grid");
+  }
+}
+
 TFDIST_TEST(TopkResidualMayAliasItsInput) {
   std::vector<float> input = {0.1f, -3.0f, 2.0f, 0.2f};
   std::vector<float> state = input;

@@ -1,5 +1,6 @@
 #include "cc/core/compression/powersgd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -44,21 +45,42 @@ void PowerSgdInitialQ(const std::string& name, size_t m, size_t rank, float* q) 
   }
 }
 
+// The same per-element arithmetic as the definition (products of floats in
+// double, summed over c in order, rounded once), arranged so that the inner
+// loop runs along a row: Q is transposed to rank x m doubles once, and each
+// row's m sums are accumulated side by side, which the compiler vectorises
+// (a dot product per element, over Q's rows, ran at a third of the speed).
 void PowerSgdFinish(const float* accumulated, const float* p_hat, const float* q_local,
                     const float* q_reduced, size_t n, size_t m, size_t rank, float* output,
                     float* residual) {
+  std::vector<double> reduced_t(rank * m), local_t(rank * m);
+  for (size_t j = 0; j < m; ++j) {
+    for (size_t c = 0; c < rank; ++c) {
+      reduced_t[c * m + j] = q_reduced[j * rank + c];
+      local_t[c * m + j] = q_local[j * rank + c];
+    }
+  }
+  std::vector<double> reduced(m), local(m);
   for (size_t i = 0; i < n; ++i) {
     const float* p_row = p_hat + i * rank;
-    for (size_t j = 0; j < m; ++j) {
-      double reduced = 0.0;
-      double local = 0.0;
-      for (size_t c = 0; c < rank; ++c) {
-        reduced += static_cast<double>(p_row[c]) * q_reduced[j * rank + c];
-        local += static_cast<double>(p_row[c]) * q_local[j * rank + c];
+    std::fill(reduced.begin(), reduced.end(), 0.0);
+    std::fill(local.begin(), local.end(), 0.0);
+    for (size_t c = 0; c < rank; ++c) {
+      const double p = p_row[c];
+      const double* reduced_row = reduced_t.data() + c * m;
+      const double* local_row = local_t.data() + c * m;
+      for (size_t j = 0; j < m; ++j) {
+        reduced[j] += p * reduced_row[j];
+        local[j] += p * local_row[j];
       }
-      output[i * m + j] = static_cast<float>(reduced);
-      if (residual != nullptr) {
-        residual[i * m + j] = static_cast<float>(accumulated[i * m + j] - local);
+    }
+    float* output_row = output + i * m;
+    for (size_t j = 0; j < m; ++j) output_row[j] = static_cast<float>(reduced[j]);
+    if (residual != nullptr) {
+      const float* accumulated_row = accumulated + i * m;
+      float* residual_row = residual + i * m;
+      for (size_t j = 0; j < m; ++j) {
+        residual_row[j] = static_cast<float>(accumulated_row[j] - local[j]);
       }
     }
   }
