@@ -1,35 +1,37 @@
 """Training with each gradient compressor: accuracy, wire bytes per step, step time, time to target.
 
     mpirun -np 2 python -m benchmarks.compression --json docs/bench/compression-np2.json
-    TFDIST_VIRTUAL_HOSTS=4 TFDIST_EMULATED_BANDWIDTH=1.25e8 \\
-        mpirun -np 4 python -m benchmarks.compression --json docs/bench/compression-np4-1gbit.json
+    TFDIST_VIRTUAL_HOSTS=4 TFDIST_EMULATED_BANDWIDTH=1.25e8 mpirun -np 4 --oversubscribe \\
+        python -m benchmarks.compression --datasets digits --models wide_mlp \\
+        --json docs/bench/compression-np4-1gbit.json
 
-Trains, in one job, the digits MLP and a small CNN (scikit-learn's 8x8
-digits, examples/digits_data.py; each rank its shard, the validation set
-whole) with ``DistributedOptimizer`` and each compressor: none, fp16, bf16
-(when this build has it), top-k 1% and PowerSGD rank 2, the lossy ones with
-and without error feedback, and top-k 1% with momentum correction
-("topk(0.01)+mc": ``Compression.topk(0.01, momentum=M)`` with an SGD
-optimizer without momentum, M being --momentum) and the same dense for the
-first two epochs ("topk(0.01)+mc+wu": ``start_step`` = 2 epochs of steps;
-its wire bytes are those of the sparse steps). Every run starts from the
-same seed. Per run it
-reports the final validation accuracy, the bytes this rank puts on the wire
-per step, the median step time and the training time until the validation
-accuracy first reaches the target (checked after every epoch; evaluation
-time not counted).
+Trains, in one job, on scikit-learn's 8x8 digits (examples/digits_data.py)
+the MLP and a small CNN, and on Fashion-MNIST (examples/fashion_mnist_data.py)
+the MLP, when Debian's ``dataset-fashion-mnist`` package is installed (when
+it is not, the run says so and goes on without it); ``--models wide_mlp`` is
+the 4.3 M-parameter MLP whose step is mostly communication on a 1 Gb/s link.
+Each rank trains on its shard; the validation set is whole. Training uses
+``DistributedOptimizer`` and each compressor: none, fp16, bf16, top-k 1% and
+PowerSGD rank 2, the lossy ones with and without error feedback, and top-k 1%
+with momentum correction ("topk(0.01)+mc": ``Compression.topk(0.01,
+momentum=M)`` with an SGD optimizer without momentum, M being --momentum) and
+the same dense for the first two epochs ("topk(0.01)+mc+wu": ``start_step`` =
+2 epochs of steps; its wire bytes are those of the sparse steps). Every run
+starts from the same seed. Per run it reports the final validation accuracy,
+the bytes this rank puts on the wire per step, the median step time and the
+training time until the validation accuracy first reaches the target
+(checked after every epoch; evaluation time not counted; the first epoch's
+tracing is counted, as a user waits for it too).
 
 Wire bytes come from the compressors' own accounting (top-k: the allgather
 of (index, value) pairs; PowerSGD: the P and Q rounds and the tensors it
 sends dense) with the formulas of the bandwidth-optimal allreduce,
 2(P-1)/P bytes sent per byte reduced, and the ring allgather, (P-1) times a
-rank's block; ``tfdist.stats()["bytes_sent"]`` is reported beside them when
-the library has that counter. Fashion-MNIST is used only when Debian's
-``dataset-fashion-mnist`` package is installed (it is not on the machine
-these results come from).
+rank's block; ``tfdist.stats()["bytes_sent"]`` is reported beside them.
 
 The TFDIST_* environment (virtual hosts, emulated links) is passed through
-to the runtime untouched and recorded in the JSON.
+to the runtime untouched and recorded in the JSON; with an emulated
+bandwidth each record also has the seconds its wire bytes take on the link.
 """
 from __future__ import annotations
 
@@ -43,19 +45,34 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-MODELS = ("mlp", "cnn")
+MODELS = ("mlp", "cnn", "wide_mlp")
+DATASETS = ("digits", "fashion")
+# Per dataset: the models of a default run, epochs, and the validation accuracy of
+# time-to-target. Fashion-MNIST has 42x more training images than digits: fewer epochs.
+DATASET_DEFAULTS = {
+    "digits": {"models": "mlp,cnn", "epochs": 15, "target": 0.95},
+    "fashion": {"models": "mlp", "epochs": 8, "target": 0.85},
+}
 REPO = Path(__file__).resolve().parent.parent
 
 
-def build_model(kind: str):
-    """The digits MLP (64-128-10) and a small CNN (two 3x3 convolutions, then 512-64-10)."""
+def build_model(kind: str, input_shape=(8, 8, 1)):
+    """The MLP (flatten-128-10), a small CNN (two 3x3 convolutions, 16 and 32 channels,
+    then 64-10) and a wide MLP (flatten-2048-2048-10: 4.3 M parameters on 8x8 digits, one
+    multiply-add per parameter and example, the model whose step is mostly communication
+    on a 1 Gb/s link)."""
     import keras
     if kind == "mlp":
-        return keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+        return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
                                  keras.layers.Dense(128, activation="relu"),
                                  keras.layers.Dense(10)])
+    if kind == "wide_mlp":
+        return keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),
+                                 keras.layers.Dense(2048, activation="relu"),
+                                 keras.layers.Dense(2048, activation="relu"),
+                                 keras.layers.Dense(10)])
     if kind == "cnn":
-        return keras.Sequential([keras.Input((8, 8, 1)),
+        return keras.Sequential([keras.Input(input_shape),
                                  keras.layers.Conv2D(16, 3, activation="relu"),
                                  keras.layers.Conv2D(32, 3, activation="relu"),
                                  keras.layers.Flatten(),
@@ -105,7 +122,8 @@ def wire_bytes_per_step(compressor, gradient_bytes: int, size: int) -> int:
     return dense_wire_bytes(int(gradient_bytes * factor), size)
 
 
-def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
+def train(dataset: str, kind: str, run: Dict[str, Any], data, args, epochs: int,
+          target: float) -> Dict[str, Any]:
     """One training run; every rank returns the same record."""
     import keras
     import numpy as np
@@ -116,7 +134,7 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     x_train, y_train, x_val, y_val = data
     runtime.restore_rank_state({})  # no residuals from the previous run
     keras.utils.set_random_seed(args.seed)
-    model = build_model(kind)
+    model = build_model(kind, x_train.shape[1:])
     steps_per_epoch = len(x_train) // args.batch  # the same on every rank (see main)
     compressor = (run["make"](steps_per_epoch) if run["compression"].endswith("+wu")
                   else run["make"]())
@@ -132,7 +150,7 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
     accuracies: List[float] = []
     trained = 0.0
     time_to_target: Optional[float] = None
-    for _ in range(args.epochs):
+    for _ in range(epochs):
         start = time.perf_counter()
         model.fit(x_train, y_train, batch_size=args.batch, epochs=1, shuffle=True, verbose=0)
         elapsed = time.perf_counter() - start
@@ -140,16 +158,18 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
         trained += elapsed
         accuracy = float(np.mean(np.argmax(model.predict(x_val, verbose=0), axis=1) == y_val))
         accuracies.append(accuracy)
-        if time_to_target is None and accuracy >= args.target:
+        if time_to_target is None and accuracy >= target:
             time_to_target = trained
-    steps = steps_per_epoch * args.epochs
+    steps = steps_per_epoch * epochs
     stats_after = tfdist.stats()
     gradient_bytes = dense_gradient_bytes(model)
     # The optimizer keeps its own copy of the compressor (rebuilt from its
     # config); that copy counted the bytes.
     compressor = model.optimizer.distributed_settings.compression
     record = {
+        "dataset": dataset,
         "model": kind,
+        "target": target,
         "compression": run["compression"],
         "error_feedback": run["error_feedback"],
         "optimizer_momentum": momentum,
@@ -161,8 +181,15 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
         # Epoch 0 includes tracing; the median of the rest is the steady state.
         "step_time_s": statistics.median(epoch_times[1:] or epoch_times) / steps_per_epoch,
         "time_to_target_s": time_to_target,
+        "epochs_to_target": (None if time_to_target is None
+                             else next(i + 1 for i, a in enumerate(accuracies) if a >= target)),
+        "epoch_times_s": epoch_times,
         "steps": steps,
     }
+    bandwidth = os.environ.get("TFDIST_EMULATED_BANDWIDTH")
+    if bandwidth:
+        # What this rank's sends alone take on its emulated NIC, per step (no latency).
+        record["emulated_wire_seconds_per_step"] = record["wire_bytes_per_step"] / float(bandwidth)
     if "bytes_sent" in stats_after:
         record["counter_bytes_sent_per_step"] = (
             (stats_after["bytes_sent"] - stats_before["bytes_sent"]) / steps)
@@ -170,10 +197,11 @@ def train(kind: str, run: Dict[str, Any], data, args) -> Dict[str, Any]:
 
 
 def add_ratios(records: List[Dict[str, Any]]) -> None:
-    """Each record's wire bytes, step time and time to target relative to "none" on its model."""
-    base = {r["model"]: r for r in records if r["compression"] == "none"}
+    """Each record's wire bytes, step time and time to target relative to "none" on its
+    dataset and model."""
+    base = {(r["dataset"], r["model"]): r for r in records if r["compression"] == "none"}
     for r in records:
-        b = base[r["model"]]
+        b = base[(r["dataset"], r["model"])]
         r["wire_ratio"] = (r["wire_bytes_per_step"] / b["wire_bytes_per_step"]
                            if b["wire_bytes_per_step"] else None)
         r["step_time_ratio"] = r["step_time_s"] / b["step_time_s"]
@@ -183,34 +211,66 @@ def add_ratios(records: List[Dict[str, Any]]) -> None:
             if r["time_to_target_s"] is not None and b["time_to_target_s"] else None)
 
 
-def print_table(records: List[Dict[str, Any]], target: float) -> None:
-    print(f"{'model':5} {'compression':13} {'EF':5} {'val acc':>8} {'Δ pts':>6} "
+def print_table(records: List[Dict[str, Any]]) -> None:
+    print(f"{'data':7} {'model':8} {'compression':16} {'EF':4} {'val acc':>8} {'Δ pts':>6} "
           f"{'wire B/step':>12} {'wire×':>6} {'step ms':>8} {'step×':>6} "
-          f"{'to ' + format(target, '.2f'):>8} {'×':>5}")
+          f"{'target':>6} {'time to':>8} {'×':>5}")
     for r in records:
         ef = "" if r["error_feedback"] is None else ("on" if r["error_feedback"] else "off")
         ttt = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f}s"
         ttr = "" if r["time_to_target_ratio"] is None else f"{r['time_to_target_ratio']:.2f}"
-        print(f"{r['model']:5} {r['compression']:13} {ef:5} {r['val_accuracy']:8.4f} "
-              f"{r['accuracy_delta_points']:+6.2f} {r['wire_bytes_per_step']:12d} "
-              f"{r['wire_ratio']:6.3f} {1000 * r['step_time_s']:8.2f} "
-              f"{r['step_time_ratio']:6.2f} {ttt:>8} {ttr:>5}", flush=True)
+        print(f"{r['dataset']:7} {r['model']:8} {r['compression']:16} {ef:4} "
+              f"{r['val_accuracy']:8.4f} {r['accuracy_delta_points']:+6.2f} "
+              f"{r['wire_bytes_per_step']:12d} {r['wire_ratio']:6.3f} "
+              f"{1000 * r['step_time_s']:8.2f} {r['step_time_ratio']:6.2f} "
+              f"{r['target']:6.2f} {ttt:>8} {ttr:>5}", flush=True)
+
+
+def load_dataset(name: str, rank: int, size: int, batch: int):
+    """(x_train, y_train, x_val, y_val) of this rank, its training shard cut to the same
+    number of whole batches on every rank (so that every rank runs the same steps)."""
+    sys.path.insert(0, str(REPO / "examples"))
+    if name == "digits":
+        from digits_data import load_shards
+    else:
+        from fashion_mnist_data import load_shards
+    x_train, y_train, x_val, y_val = load_shards(rank, size)
+    smallest_shard = len(load_shards(size - 1, size)[0])
+    per_rank = smallest_shard // batch * batch
+    return x_train[:per_rank], y_train[:per_rank], x_val, y_val
 
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compression",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--datasets", default=",".join(DATASETS),
+                        help="fashion is skipped (and said so) when Debian's "
+                             "dataset-fashion-mnist is not installed")
+    parser.add_argument("--models", default=None,
+                        help=f"comma-separated, of {', '.join(MODELS)} (default per dataset: "
+                             + "; ".join(f"{d}: {v['models']}" for d, v in DATASET_DEFAULTS.items())
+                             + ")")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="default per dataset: " + ", ".join(
+                            f"{d} {v['epochs']}" for d, v in DATASET_DEFAULTS.items()))
     parser.add_argument("--batch", type=int, default=32, help="per rank")
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--target", type=float, default=0.95,
-                        help="validation accuracy for time-to-target")
+    parser.add_argument("--target", type=float, default=None,
+                        help="validation accuracy for time-to-target (default per dataset: "
+                             + ", ".join(f"{d} {v['target']}" for d, v in DATASET_DEFAULTS.items())
+                             + ")")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="", help="comma-separated compression labels to run")
     parser.add_argument("--json", help="write the results here (rank 0)")
     args = parser.parse_args(argv)
+    datasets = args.datasets.split(",")
+    for name in datasets:
+        if name not in DATASETS:
+            parser.error(f"--datasets: unknown dataset {name!r}; expected some of {DATASETS}")
+    for kind in (args.models or "").split(","):
+        if kind and kind not in MODELS:
+            parser.error(f"--models: unknown model {kind!r}; expected some of {MODELS}")
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -218,33 +278,45 @@ def main(argv: List[str]) -> int:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import tfdist
     sys.path.insert(0, str(REPO / "examples"))
-    from digits_data import load_shards
+    import fashion_mnist_data
 
     tfdist.init()
     rank, size = tfdist.rank(), tfdist.size()
-    x_train, y_train, x_val, y_val = load_shards(rank, size)
-    # Equal whole batches on every rank, so that every rank runs the same steps.
-    per_rank = (len(load_shards(0, 1)[0]) // size) // args.batch * args.batch
-    data = (x_train[:per_rank], y_train[:per_rank], x_val, y_val)
-    fashion = os.system("dpkg -s dataset-fashion-mnist >/dev/null 2>&1") == 0
+    fashion_installed = fashion_mnist_data.available()
+    skipped = []
+    if "fashion" in datasets and not fashion_installed:
+        datasets.remove("fashion")
+        skipped.append("fashion")
+        if rank == 0:
+            print(f"Fashion-MNIST skipped: Debian's dataset-fashion-mnist is not installed "
+                  f"({fashion_mnist_data.DEFAULT_DIRECTORY} lacks its files).", flush=True)
     runs = compressors(args.momentum)
     if args.only:
         wanted = set(args.only.split(","))
+        unknown = wanted - {r["compression"] for r in runs}
+        if unknown:
+            parser.error(f"--only: unknown compression label(s) {sorted(unknown)}; expected "
+                         f"some of {sorted({r['compression'] for r in runs})}")
         runs = [r for r in runs if r["compression"] in wanted or r["compression"] == "none"]
     records = []
-    for kind in args.models.split(","):
-        for run in runs:
-            records.append(train(kind, run, data, args))
-            if rank == 0:
-                r = records[-1]
-                print(f"  {kind} {run['compression']} ef={run['error_feedback']}: "
-                      f"acc {r['val_accuracy']:.4f}, {r['wire_bytes_per_step']} B/step, "
-                      f"{1000 * r['step_time_s']:.2f} ms/step", flush=True)
+    for dataset in datasets:
+        defaults = DATASET_DEFAULTS[dataset]
+        epochs = args.epochs or defaults["epochs"]
+        target = args.target if args.target is not None else defaults["target"]
+        data = load_dataset(dataset, rank, size, args.batch)
+        for kind in (args.models or defaults["models"]).split(","):
+            for run in runs:
+                records.append(train(dataset, kind, run, data, args, epochs, target))
+                if rank == 0:
+                    r = records[-1]
+                    print(f"  {dataset} {kind} {run['compression']} "
+                          f"ef={run['error_feedback']}: acc {r['val_accuracy']:.4f}, "
+                          f"{r['wire_bytes_per_step']} B/step, "
+                          f"{1000 * r['step_time_s']:.2f} ms/step, to target "
+                          f"{r['time_to_target_s']}", flush=True)
     add_ratios(records)
     if rank == 0:
-        print_table(records, args.target)
-        if not fashion:
-            print("Fashion-MNIST skipped: Debian's dataset-fashion-mnist is not installed.")
+        print_table(records)
         if args.json:
             result = {
                 "command": f"mpirun -np {size} python -m benchmarks.compression "
@@ -252,11 +324,14 @@ def main(argv: List[str]) -> int:
                 "np": size,
                 "host": platform.node(),
                 "cores": os.cpu_count(),
+                "load_average_at_end": os.getloadavg(),
                 "note": "machine shared with other jobs: compare ratios, not absolute times",
                 "tfdist_environment": {k: v for k, v in os.environ.items()
                                        if k.startswith("TFDIST_")},
                 "link_cost": tfdist.link_cost(),
-                "fashion_mnist": "used" if fashion else "skipped (dataset-fashion-mnist absent)",
+                "fashion_mnist": ("installed" if fashion_installed
+                                  else "skipped (dataset-fashion-mnist not installed)"),
+                "datasets_skipped": skipped,
                 "settings": vars(args),
                 "results": records,
             }
