@@ -219,9 +219,10 @@ def print_table(records: List[Dict[str, Any]]) -> None:
         ef = "" if r["error_feedback"] is None else ("on" if r["error_feedback"] else "off")
         ttt = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f}s"
         ttr = "" if r["time_to_target_ratio"] is None else f"{r['time_to_target_ratio']:.2f}"
+        wire = "" if r["wire_ratio"] is None else f"{r['wire_ratio']:.3f}"  # None at np=1
         print(f"{r['dataset']:7} {r['model']:8} {r['compression']:16} {ef:4} "
               f"{r['val_accuracy']:8.4f} {r['accuracy_delta_points']:+6.2f} "
-              f"{r['wire_bytes_per_step']:12d} {r['wire_ratio']:6.3f} "
+              f"{r['wire_bytes_per_step']:12d} {wire:>6} "
               f"{1000 * r['step_time_s']:8.2f} {r['step_time_ratio']:6.2f} "
               f"{r['target']:6.2f} {ttt:>8} {ttr:>5}", flush=True)
 
