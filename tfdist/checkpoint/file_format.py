@@ -18,7 +18,8 @@ file holds only numbers and JSON text.
 Why not HDF5's fletcher32 filter (format version 1, still read): it needs
 chunked datasets and runs at a few hundred MB/s, which made a write about
 twice and a read about ten times slower than the same file without it.
-zlib's CRC-32 runs at GB/s, releases the GIL, and detects every burst error
+CRC-32 (ISA-L's, about 30 GB/s here, or zlib's at 3-4 GB/s when isal is
+not installed: the same checksum) releases the GIL, and detects every burst error
 up to 32 bits and every odd number of flipped bits, which fletcher32 does not.
 
 This module imports neither TensorFlow nor the rest of tfdist, so that the
@@ -36,6 +37,11 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import h5py
 import numpy as np
+
+try:  # ISA-L's CRC-32: the same checksum as zlib's, about 7x as fast here (PCLMULQDQ)
+    from isal.isal_zlib import crc32 as _crc32_update
+except ImportError:  # pragma: no cover - isal is in requirements.txt; zlib is the fallback
+    _crc32_update = zlib.crc32
 
 FORMAT = "tfdist-checkpoint"
 FORMAT_VERSION = 2
@@ -107,10 +113,8 @@ def _slices(flat: np.ndarray):
 
 
 def _crc32(flat: np.ndarray) -> int:
-    crc = 0
-    for _, piece in _slices(flat):
-        crc = zlib.crc32(piece.view(np.uint8), crc)
-    return crc
+    """The CRC-32 of ``flat``'s bytes, in one call: it releases the GIL while it runs."""
+    return _crc32_update(np.ascontiguousarray(flat).reshape(-1).view(np.uint8)) if flat.size else 0
 
 
 def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> int:
@@ -122,7 +126,7 @@ def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> int:
     crc = 0
     for start, piece in _slices(flat):
         dataset[start:start + piece.size] = piece
-        crc = zlib.crc32(piece.view(np.uint8), crc)
+        crc = _crc32_update(piece.view(np.uint8), crc)
     return crc
 
 
@@ -206,10 +210,7 @@ def _numpy_dtype(name: str) -> np.dtype:
 
 def read(path: str) -> Contents:
     """Reads and verifies the checkpoint at ``path``; raises CorruptCheckpoint if anything fails."""
-    try:
-        handle = h5py.File(path, "r")
-    except (OSError, ValueError) as error:
-        raise CorruptCheckpoint(f"not a readable HDF5 file ({error})") from None
+    handle = _open(path)
     try:
         with handle:
             return _read_open(handle)
@@ -220,7 +221,15 @@ def read(path: str) -> Contents:
         raise CorruptCheckpoint(f"{type(error).__name__}: {error}") from None
 
 
-def _read_open(handle: h5py.File) -> Contents:
+def _open(path: str) -> h5py.File:
+    try:
+        return h5py.File(path, "r")
+    except (OSError, ValueError) as error:
+        raise CorruptCheckpoint(f"not a readable HDF5 file ({error})") from None
+
+
+def _verified_manifest(handle: h5py.File) -> Tuple[Dict[str, Any], int, str]:
+    """The manifest, the format version and the manifest's digest, once the digest matches."""
     attrs = handle.attrs
     if attrs.get("format") != FORMAT:
         raise CorruptCheckpoint(f"not a {FORMAT} file (format attribute {attrs.get('format')!r})")
@@ -230,9 +239,31 @@ def _read_open(handle: h5py.File) -> Contents:
                                 f"this tfdist reads {READABLE_VERSIONS}")
     text = attrs.get("manifest")
     text = text.decode() if isinstance(text, bytes) else text
-    if not isinstance(text, str) or manifest_digest(text) != attrs.get("digest"):
+    digest = manifest_digest(text) if isinstance(text, str) else None
+    if digest is None or digest != attrs.get("digest"):
         raise CorruptCheckpoint("the manifest does not match its SHA-256 digest")
-    manifest = json.loads(text)
+    return json.loads(text), version, digest
+
+
+def read_manifest(path: str) -> Tuple[Dict[str, Any], str]:
+    """The verified manifest of the checkpoint at ``path`` and its SHA-256 digest; no data is read.
+
+    Raises CorruptCheckpoint if the file is not a checkpoint or its manifest
+    does not match its digest. The datasets are checked only by ``read``.
+    """
+    handle = _open(path)
+    try:
+        with handle:
+            manifest, _, digest = _verified_manifest(handle)
+            return manifest, digest
+    except CorruptCheckpoint:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise CorruptCheckpoint(f"{type(error).__name__}: {error}") from None
+
+
+def _read_open(handle: h5py.File) -> Contents:
+    manifest, version, _ = _verified_manifest(handle)
     groups: Dict[str, List[np.ndarray]] = {}
     paths: Dict[str, List[str]] = {}
     for group_name in GROUPS:
