@@ -23,7 +23,6 @@ same values. See docs/fault_tolerance.md for the format and the guarantees.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -201,102 +200,23 @@ def latest(directory: str) -> Optional[str]:
     return path
 
 
-class _Candidates:
-    """Rank 0's walk through a directory's checkpoints, newest first, and why each one failed."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self._paths = [path for _, path in file_format.checkpoint_files(directory)]
-        self.failures: List[str] = []
-
-    def reject(self, path: str, reason: str) -> None:
-        self.failures.append(f"{path}: {reason}")
-        warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {path}: {reason}",
-                      stacklevel=4)
-
-    def next_header(self) -> Dict[str, Any]:
-        """What every rank learns of the next candidate: its manifest, without the CRC-32s.
-
-        Only the manifest is checked here (against its digest); the data is
-        verified by whoever reads it.
-        """
-        while self._paths:
-            path = self._paths.pop(0)
-            try:
-                manifest, digest = file_format.read_manifest(path)
-            except file_format.CorruptCheckpoint as error:
-                self.reject(path, str(error))
-                continue
-            return {"path": path, "digest": digest, "step": manifest["step"],
-                    "extra": manifest["extra"], "world_size": manifest["world_size"],
-                    "groups": {g: [{k: e[k] for k in ("path", "shape", "dtype")}
-                                   for e in manifest["groups"].get(g, [])]
-                               for g in file_format.GROUPS},
-                    "rank_state_arrays": sum(len(s) for s in manifest["rank_state"])}
-        if self.failures:
-            return {"error": f"no checkpoint in {self.directory} verifies:\n  " +
-                    "\n  ".join(self.failures)}
-        return {"none": True}
-
-
-def _sees_file(path: str, digest: str) -> bool:
-    """Does this process see the very checkpoint rank 0 chose (a shared or the same file system)?"""
-    try:
-        return file_format.read_manifest(path)[1] == digest
-    except Exception:  # noqa: BLE001  (not there, not readable, another file: not the same)
-        return False
-
-
-def _all_ranks(flag: bool, name: str) -> bool:
-    """True on every rank when ``flag`` is true on every rank."""
-    if runtime.size() == 1:
-        return flag
-    return bool(ops.allreduce(np.array([int(flag)], np.int32), op=ops.Min,
-                              name=name).numpy()[0])
-
-
-def _load(header: Mapping[str, Any], candidates: Optional[_Candidates],
-          name: str) -> Tuple[str, Optional[file_format.Contents]]:
-    """Collective: reads and verifies the file in ``header``; how its values reach the ranks.
-
-    Returns ("local", contents) when every rank read and verified the file
-    itself (every rank sees it: one host, or a shared file system), else
-    ("broadcast", contents on rank 0) when rank 0 did, or ("rejected", None)
-    when rank 0's copy does not verify (rank 0 recorded why in ``candidates``).
-    Every rank gets the same answer. Reading on every rank in parallel takes
-    the broadcast of the whole state off the restore; each rank checks the
-    data it read against the CRC-32s of a manifest whose SHA-256 digest is
-    rank 0's, so every rank holds the bits rank 0 would have sent.
-    """
-    path, is_root = header["path"], runtime.rank() == 0
-    everyone_sees = _all_ranks(is_root or _sees_file(path, header["digest"]), f"{name}.sees")
-    contents: Optional[file_format.Contents] = None
-    status = ""  # rank 0's is the one that counts: "" verified, "reject <why>" damaged, else an error
-    if everyone_sees or is_root:
-        try:
-            contents = file_format.read(path)
-        except file_format.CorruptCheckpoint as error:
-            status = f"reject {error}"
-        except Exception as error:  # noqa: BLE001  (every rank must learn of it)
-            status = f"reading {path} failed: {type(error).__name__}: {error}"
-        if status and not is_root:
-            warnings.warn(f"tfdist.checkpoint: rank {runtime.rank()} could not verify its own "
-                          f"read of {path} ({status}); it receives rank 0's copy", stacklevel=4)
-    if runtime.size() == 1:
-        others_read = True
-    else:
-        others_read = _all_ranks(is_root or contents is not None, f"{name}.read")
-        status = _broadcast_bytes(status.encode() if is_root else None,
-                                  f"{name}.status").decode()
-    if status.startswith("reject "):
-        if is_root:
-            candidates.reject(path, status[len("reject "):])
-        return "rejected", None
-    if status:
-        raise CheckpointError(status)
-    if everyone_sees and others_read:
-        return "local", contents
-    return "broadcast", contents if is_root else None
+def _choose(directory: str) -> Tuple[Dict[str, Any], Optional[file_format.Contents]]:
+    """Rank 0's choice of checkpoint: the JSON header every rank receives, and its contents."""
+    path, contents, failures = file_format.newest_valid(directory)
+    for failure in failures:
+        warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {failure}",
+                      stacklevel=3)
+    if path is None:
+        if failures:
+            return {"error": f"no checkpoint in {directory} verifies:\n  " +
+                    "\n  ".join(failures)}, None
+        return {"none": True}, None
+    return {"path": path, "step": contents.step, "extra": contents.extra,
+            "world_size": contents.world_size,
+            "groups": {g: [file_format.array_entry(a, p) for a, p in
+                           zip(contents.groups[g], contents.paths[g])]
+                       for g in file_format.GROUPS},
+            "rank_state_arrays": sum(len(s) for s in contents.rank_states)}, contents
 
 
 def _check_match(header: Mapping[str, Any], targets: Mapping[str, List[Any]]) -> None:
@@ -342,35 +262,23 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     directory = str(directory)
     targets = _targets(model, optimizer, variables)
     is_root = runtime.rank() == 0
-    name = "tfdist.checkpoint.restore"
-    candidates = None
+    contents = None
+    header: Dict[str, Any] = {}
     if is_root:
         failure = _pending_failure()  # the newest file must be complete before choosing
-        candidates = _Candidates(directory) if not failure else None
-    for attempt in itertools.count():
-        if is_root:
-            header = {"error": failure} if candidates is None else candidates.next_header()
-        text = _broadcast_bytes(json.dumps(header).encode() if is_root else None,
-                                f"{name}.header.{attempt}")
-        header = json.loads(text)
-        if "error" in header:
-            raise CheckpointError(header["error"])
-        if header.get("none"):
-            return None
-        how, contents = _load(header, candidates, f"{name}.{attempt}")
-        if how != "rejected":
-            break
+        header, contents = ({"error": failure}, None) if failure else _choose(directory)
+    text = _broadcast_bytes(json.dumps(header).encode() if is_root else None,
+                            "tfdist.checkpoint.restore.header")
+    header = json.loads(text)
+    if "error" in header:
+        raise CheckpointError(header["error"])
+    if header.get("none"):
+        return None
     _check_match(header, targets)
-    variables_in_order = [v for g in file_format.GROUPS for v in targets[g]]
-    if how == "local":
-        for variable, array in zip(variables_in_order,
-                                   [a for g in file_format.GROUPS for a in contents.groups[g]]):
-            variable.assign(array)
-    else:
-        _assign_from_root(variables_in_order,
-                          [a for g in file_format.GROUPS for a in contents.groups[g]]
-                          if is_root else None)
-    _restore_rank_states(header, contents, local=how == "local")
+    _assign_from_root([v for g in file_format.GROUPS for v in targets[g]],
+                      [a for g in file_format.GROUPS for a in contents.groups[g]]
+                      if is_root else None)
+    _restore_rank_states(header, contents)
     return Restored(step=int(header["step"]), extra=header["extra"], path=header["path"])
 
 
@@ -394,8 +302,7 @@ def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) 
                                       name=f"tfdist.checkpoint.restore.{index}"))
 
 
-def _restore_rank_states(header: Mapping[str, Any], contents: Any, local: bool) -> None:
-    """Each rank's own state back to it (``local``: every rank holds the file's contents)."""
+def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:
     size = runtime.size()
     if header["world_size"] != size:
         if header["rank_state_arrays"] and runtime.rank() == 0:
@@ -406,9 +313,6 @@ def _restore_rank_states(header: Mapping[str, Any], contents: Any, local: bool) 
         return
     if not header["rank_state_arrays"]:
         runtime.restore_rank_state({})
-        return
-    if local:
-        runtime.restore_rank_state(contents.rank_states[runtime.rank()])
         return
     mine = b""
     for rank in range(size):

@@ -245,23 +245,6 @@ def _verified_manifest(handle: h5py.File) -> Tuple[Dict[str, Any], int, str]:
     return json.loads(text), version, digest
 
 
-def read_manifest(path: str) -> Tuple[Dict[str, Any], str]:
-    """The verified manifest of the checkpoint at ``path`` and its SHA-256 digest; no data is read.
-
-    Raises CorruptCheckpoint if the file is not a checkpoint or its manifest
-    does not match its digest. The datasets are checked only by ``read``.
-    """
-    handle = _open(path)
-    try:
-        with handle:
-            manifest, _, digest = _verified_manifest(handle)
-            return manifest, digest
-    except CorruptCheckpoint:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
-        raise CorruptCheckpoint(f"{type(error).__name__}: {error}") from None
-
-
 def _read_open(handle: h5py.File) -> Contents:
     manifest, version, _ = _verified_manifest(handle)
     groups: Dict[str, List[np.ndarray]] = {}
