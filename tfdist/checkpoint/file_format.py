@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -127,6 +128,10 @@ def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> int:
     for start, piece in _slices(flat):
         dataset[start:start + piece.size] = piece
         crc = _crc32_update(piece.view(np.uint8), crc)
+        # Hands the GIL over between slices: without it a training thread that
+        # asked for it waited up to 9 ms here (the switch interval is 5 ms)
+        # while the writer ran from slice to slice; with it, 3 ms, as idle.
+        time.sleep(0)
     return crc
 
 
