@@ -16,8 +16,9 @@ reported:
 - ``save_s``: until the checkpoint is durable (tfdist: save + wait, which
   includes fsync; Keras does not fsync). ``tfdist.save_nofsync_s``: the
   same with fsync made a no-op, to compare like with like.
-- ``restore_s``: tfdist.restore (every rank reads and verifies the file
-  rank 0 chooses) against load_weights and BackupAndRestore's restore.
+- ``restore_s``: tfdist.restore (rank 0 reads and verifies the file, then
+  broadcasts it to every rank) against load_weights and BackupAndRestore's
+  restore, which load on rank 0 alone.
 - ``MB/s``: the file's size over save_s and restore_s.
 - ``save_weights.save_fsync_s``: save_weights followed by an fsync of the
   file and its directory, the honest reference for a durable save.
