@@ -286,7 +286,8 @@ def _read_open(handle: h5py.File, buffers: Optional[Buffers]) -> Contents:
                                     f"the manifest {len(entries)}")
         groups[group_name] = [
             _read_dataset(group[f"{i:05d}"], e, f"/{group_name}/{i:05d}", version,
-                          _reusable(buffers, group_name, i, int(np.prod(e["shape"], dtype=np.int64)),
+                          _reusable(buffers, group_name, i,
+                                    int(np.prod(e["shape"], dtype=np.int64)),
                                     np.dtype(e["stored"])))
             for i, e in enumerate(entries)]
         paths[group_name] = [e["path"] for e in entries]
@@ -307,8 +308,9 @@ def newest_valid(directory: str, buffers: Optional[Buffers] = None
     """The newest checkpoint in ``directory`` that verifies, its contents, and what failed.
 
     The third item lists "path: reason" for every newer file that did not
-    verify. ``buffers``: as in ``read``. (None, None, failures) when nothing verifies; failures is empty
-    too when the directory holds no checkpoint at all.
+    verify. (None, None, failures) when nothing verifies; failures is empty
+    too when the directory holds no checkpoint at all. ``buffers``: as in
+    ``read``.
     """
     failures: List[str] = []
     for _, path in checkpoint_files(directory):
