@@ -41,7 +41,7 @@ import numpy as np
 
 try:  # ISA-L's CRC-32: the same checksum as zlib's, about 7x as fast here (PCLMULQDQ)
     from isal.isal_zlib import crc32 as _crc32_update
-except ImportError:  # pragma: no cover - isal is in requirements.txt; zlib is the fallback
+except ImportError:  # optional (scripts/setup.sh installs it where it can): zlib's
     _crc32_update = zlib.crc32
 
 FORMAT = "tfdist-checkpoint"
