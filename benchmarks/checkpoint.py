@@ -16,14 +16,21 @@ reported:
 - ``save_s``: until the checkpoint is durable (tfdist: save + wait, which
   includes fsync; Keras does not fsync). ``tfdist.save_nofsync_s``: the
   same with fsync made a no-op, to compare like with like.
-- ``restore_s``: tfdist.restore (every rank reads and verifies the file
-  rank 0 chooses) against load_weights and BackupAndRestore's restore.
+- ``restore_s``: tfdist.restore (rank 0 reads and verifies the file, then
+  broadcasts it to every rank) against load_weights and BackupAndRestore's
+  restore, which load on rank 0 alone.
 - ``MB/s``: the file's size over save_s and restore_s.
-- ``throughput``: training samples/s with BackupAndRestore(save_freq=
-  ``--every``) against none, over ``--steps`` steps of fit; for models over
-  50 MiB, a checkpoint every ``--every / 5`` steps over twice that many
-  steps (a CPU trains them slowly), which bounds the ratio at ``--every``
-  from below.
+- ``save_weights.save_fsync_s``: save_weights followed by an fsync of the
+  file and its directory, the honest reference for a durable save.
+- ``throughput_ratio``: training speed with a checkpoint every ``--every``
+  steps over that without, in one ``fit``: ``--segments`` segments of
+  ``--every`` steps alternate without / with / with / without (so a drift
+  in the machine's load cancels), a "with" segment saving once in its
+  middle and waiting for the write at its end (so a write never spills
+  into the next segment); the ratio is the median over the adjacent
+  (without, with) pairs of time without / time with. For models over
+  50 MiB a CPU trains slowly: segments of ``--every / 5`` steps, a
+  checkpoint 5x as often, which bounds the ratio at ``--every`` from below.
 - ``preempted_call_s``: one ``tfdist.checkpoint.preempted()`` agreement.
 """
 from __future__ import annotations
@@ -42,6 +49,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 BATCH = 16
 LAYERS = 4
+WARMUP_STEPS = 5
 
 
 def build(size_mib: float):
@@ -75,8 +83,61 @@ def file_mb(path: str) -> float:
     return os.path.getsize(path) / 1e6
 
 
-def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
-                 work: str, fit_repeats: int) -> Dict[str, Any]:
+def fsync_file_and_directory(path: str) -> None:
+    for target in (path, os.path.dirname(path)):
+        descriptor = os.open(target, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+class AlternatingCheckpoints:
+    """Times segments of ``every`` training steps, checkpointing in every other pair of them.
+
+    Segments follow the pattern without, with, with, without, ...; a "with"
+    segment saves (tfdist.checkpoint.save, as BackupAndRestore does) at its
+    middle step and waits for the write at its end, inside the timed span.
+    ``batch_end`` is called after each training step (a LambdaCallback).
+    """
+
+    PATTERN = (False, True, True, False)
+
+    def __init__(self, model: Any, directory: str, every: int, segments: int, keep: int) -> None:
+        self.model, self.directory, self.every, self.keep = model, directory, every, keep
+        self.pattern = [self.PATTERN[i % 4] for i in range(segments)]
+        self.seconds: List[float] = []
+        self.steps = 0
+        self.started = 0.0
+
+    def batch_end(self) -> None:
+        import tfdist.checkpoint as ckpt
+        self.steps += 1
+        done = self.steps - WARMUP_STEPS
+        if done < 0:
+            return
+        segment, position = divmod(done, self.every)
+        if done == 0:
+            self.started = time.perf_counter()
+        elif position == 0:  # the end of segment - 1
+            if self.pattern[segment - 1]:
+                ckpt.wait()
+            now = time.perf_counter()
+            self.seconds.append(now - self.started)
+            self.started = now
+        elif (segment < len(self.pattern) and self.pattern[segment]
+              and position == self.every // 2):
+            ckpt.save(self.directory, self.steps, model=self.model, keep=self.keep)
+
+    def ratios(self) -> List[float]:
+        """Time without / time with, for each adjacent (without, with) pair of segments."""
+        pairs = range(0, len(self.seconds) - 1, 2)
+        return [self.seconds[i + self.pattern[i]] / self.seconds[i + 1 - self.pattern[i]]
+                for i in pairs]
+
+
+def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: int,
+                 work: str) -> Dict[str, Any]:
     import keras
     import numpy as np
     import tfdist.checkpoint as ckpt
@@ -116,6 +177,8 @@ def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
             seconds = timed(lambda: model.save_weights(keras_path))
             add("save_weights.stall_s", seconds)
             add("save_weights.save_s", seconds)
+            add("save_weights.save_fsync_s", seconds + timed(lambda: fsync_file_and_directory(
+                keras_path)))
             add("save_weights.restore_s", timed(lambda: model.load_weights(keras_path)))
             add("save_weights.file_mb", file_mb(keras_path))
             backup = keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch")
@@ -131,28 +194,27 @@ def measure_size(hvd, size_mib: float, repeats: int, steps: int, every: int,
             add("keras_backup.file_mb", file_mb(os.path.join(backup_dir, "latest.weights.h5")))
         hvd.barrier()
 
-    # Throughput with and without a checkpoint every `every` steps, alternating.
+    # Throughput with and without a checkpoint every `every` steps, in alternating segments.
     import tensorflow as tf
     x = np.random.RandomState(hvd.rank()).standard_normal((BATCH * 8, width)).astype("float32")
     data = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH).repeat()
     fit_dir = os.path.join(work, f"fit-{size_mib:g}")
-    model.fit(data, steps_per_epoch=5, epochs=1, verbose=0)  # trace the train step
-    for _ in range(fit_repeats):
-        for label in ("without", "with"):
-            if rank0:  # the writer: its last write is durable (fit ended with wait())
-                shutil.rmtree(fit_dir, ignore_errors=True)
-            callbacks = [] if label == "without" else [
-                hvd.callbacks.BackupAndRestore(fit_dir, save_freq=every, keep=2)]
-            hvd.barrier()
-            seconds = timed(lambda: model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0,
-                                              callbacks=callbacks))
-            add(f"throughput_{label}", steps * BATCH * hvd.size() / seconds)
+    segments = AlternatingCheckpoints(model, fit_dir, every, segment_count, keep=2)
+    model.fit(data, steps_per_epoch=WARMUP_STEPS + segment_count * every, epochs=1, verbose=0,
+              callbacks=[keras.callbacks.LambdaCallback(
+                  on_train_batch_end=lambda batch, logs: segments.batch_end())])
+    ckpt.wait()
+    ratios = segments.ratios()
+    samples["throughput_pair_ratios"] = ratios
+    samples["segment_s"] = segments.seconds
     # The preemption agreement BackupAndRestore makes every 10 batches under tfdistrun.
     ckpt.preempted()
     calls = 200
     add("preempted_call_s", timed(lambda: [ckpt.preempted() for _ in range(calls)]) / calls)
-    medians = {k: statistics.median(v) for k, v in samples.items()}
-    medians["throughput_ratio"] = medians["throughput_with"] / medians["throughput_without"]
+    medians = {k: statistics.median(v) for k, v in samples.items() if k != "segment_s"}
+    medians["throughput_ratio"] = medians.pop("throughput_pair_ratios")
+    medians["steps_per_s_without"] = every / statistics.median(
+        t for t, with_ in zip(segments.seconds, segments.pattern) if not with_)
     return {"size_mib": size_mib, "state_mb": state_bytes(model) / 1e6, "width": width,
             "median": medians, "samples": samples}
 
@@ -172,18 +234,21 @@ def table(results: List[Dict[str, Any]]) -> str:
                 f"{mb / m[method + '.save_s']:.0f} | {m[method + '.restore_s']:.3f} | "
                 f"{mb / m[method + '.restore_s']:.0f} |")
     rows.append("")
-    rows.append("| model | tfdist save / save_weights | same without fsync | "
-                "tfdist restore / load_weights | "
-                "throughput with / without checkpoints (every N steps) |")
-    rows.append("|---|---|---|---|---|")
+    rows.append("| model | tfdist save / save_weights | the same, tfdist without fsync | "
+                "tfdist save / (save_weights + fsync) | tfdist restore / load_weights | "
+                "throughput with / without a checkpoint every N steps |")
+    rows.append("|---|---|---|---|---|---|")
     for result in results:
         m = result["median"]
         if "save_weights.save_s" in m:
+            pairs = result["samples"]["throughput_pair_ratios"]
             rows.append(f"| {result['size_mib']:g} MiB | "
                         f"{m['tfdist.save_s'] / m['save_weights.save_s']:.2f} | "
                         f"{m['tfdist.save_nofsync_s'] / m['save_weights.save_s']:.2f} | "
+                        f"{m['tfdist.save_s'] / m['save_weights.save_fsync_s']:.2f} | "
                         f"{m['tfdist.restore_s'] / m['save_weights.restore_s']:.2f} | "
-                        f"{m['throughput_ratio']:.3f} (every {result['checkpoint_every']}) |")
+                        f"{m['throughput_ratio']:.3f} (N = {result['checkpoint_every']}; "
+                        f"{len(pairs)} pairs, {min(pairs):.3f}-{max(pairs):.3f}) |")
     return "\n".join(rows)
 
 
@@ -192,10 +257,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,200", help="model sizes in MiB (default 10,200)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=300, help="fit steps per throughput run")
     parser.add_argument("--every", type=int, default=100, help="checkpoint every N steps")
-    parser.add_argument("--fit-repeats", type=int, default=2,
-                        help="throughput runs of each kind (default 2)")
+    parser.add_argument("--segments", type=int, default=16,
+                        help="alternating throughput segments of N steps (default 16)")
     parser.add_argument("--dir", default=None, help="where files go (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the results here (rank 0)")
     args = parser.parse_args(argv)
@@ -209,14 +273,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = hvd.broadcast_object(work, 0)
     results = []
     for size in (float(s) for s in args.sizes.split(",")):
-        # Large models train slowly on CPUs: checkpoint them 5x more often over
-        # fewer steps. The cost per checkpoint is the same, so the throughput
-        # ratio at --every is 1 - (1 - ratio) / 5, and a ratio measured this
-        # way is a lower bound.
-        every = args.every if size <= 50 else max(1, args.every // 5)
-        steps = args.steps if size <= 50 else 2 * every
-        result = measure_size(hvd, size, args.repeats, steps, every, work, args.fit_repeats)
-        result.update(fit_steps=steps, checkpoint_every=every)
+        # Large models train slowly on CPUs: checkpoint them 5x more often. The
+        # cost per checkpoint is the same, so the throughput ratio at --every
+        # is 1 - (1 - ratio) / 5, and a ratio measured this way is a lower bound.
+        every = args.every if size <= 50 else max(2, args.every // 5)
+        result = measure_size(hvd, size, args.repeats, every, args.segments, work)
+        result.update(checkpoint_every=every, segments=args.segments)
         results.append(result)
     if hvd.rank() == 0:
         report = {"benchmark": "checkpoint", "np": hvd.size(), "host": socket.gethostname(),

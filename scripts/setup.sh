@@ -15,6 +15,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "== installing the stack (requirements.txt)"
 "$VENV/bin/pip" install --quiet -r requirements.txt
+# Optional: ISA-L's CRC-32 for checkpoint checksums (about 7x zlib's, the same checksum);
+# where the index lacks it (an offline mirror), tfdist uses zlib's.
+"$VENV/bin/pip" install --quiet isal 2>/dev/null ||
+  echo "== isal not available: checkpoints use zlib's CRC-32 (slower, the same checksum)"
 echo "== building and installing tfdist"
 "$VENV/bin/pip" install --quiet --no-build-isolation --force-reinstall --no-deps .
 echo "== ready: $VENV"

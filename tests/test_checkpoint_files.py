@@ -118,3 +118,66 @@ def test_version_1_files_with_fletcher32_still_read_and_a_flip_in_their_data_is_
     open(path, "wb").write(bytes(data))
     with pytest.raises(FILE_FORMAT.CorruptCheckpoint):
         FILE_FORMAT.read(path)
+
+
+def test_the_crc32_is_zlibs_whichever_library_computes_it():
+    """Files stay readable where isal is missing: the CRC-32 is zlib's, bit for bit."""
+    import zlib
+    import numpy as np
+    rng = np.random.RandomState(SEED)
+    for dtype, shape in [("float32", (1000, 37)), ("int64", ()), ("uint8", (5_000_001,)),
+                         ("float64", (0,)), ("float16", (3, 1, 2))]:
+        array = (rng.standard_normal(shape) * 100).astype(dtype)
+        assert FILE_FORMAT._crc32(array) == zlib.crc32(array.tobytes()), (dtype, shape)
+    piecewise = 0
+    data = rng.standard_normal(3_000_000).astype(np.float32)
+    for _, piece in FILE_FORMAT._slices(data):
+        piecewise = FILE_FORMAT._crc32_update(piece.view(np.uint8), piecewise)
+    assert piecewise == zlib.crc32(data.tobytes())
+
+
+def test_read_into_buffers_uses_those_that_fit_and_still_verifies(tmp_path):
+    import numpy as np
+    saved = expected_contents(FILE_FORMAT, 4)
+    path = str(tmp_path / FILE_FORMAT.file_name(4))
+    FILE_FORMAT.write(path, saved)
+    model = saved.groups["model"]
+    buffers = {"model": [np.full_like(model[0], 7), np.zeros(model[1].size + 1, model[1].dtype),
+                         np.zeros_like(model[2])]}
+    contents = FILE_FORMAT.read(path, buffers)
+    assert same(contents, expected_contents(FILE_FORMAT, 4))
+    assert np.shares_memory(contents.groups["model"][0], buffers["model"][0])  # fits: used
+    assert not np.shares_memory(contents.groups["model"][1], buffers["model"][1])  # size differs
+    # A flipped byte is caught when reading into buffers too.
+    data = bytearray(open(path, "rb").read())
+    where = data.find(np.ascontiguousarray(model[0]).tobytes()[:64])
+    data[where + 1000] ^= 0x01
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(FILE_FORMAT.CorruptCheckpoint, match="CRC-32"):
+        FILE_FORMAT.read(path, buffers)
+
+
+WAIT_THEN_FINISH = """
+import os, sys
+sys.path[:0] = [{workers!r}]
+from checkpoint_writer_child import expected_contents, import_checkpoint_modules
+file_format, writer = import_checkpoint_modules()
+directory = {directory!r}
+pending = writer.BackgroundWriter()
+for step in (1, 2, 3):
+    pending.start(directory, expected_contents(file_format, step), keep=2)
+    pending.wait()
+    assert os.path.exists(os.path.join(directory, file_format.file_name(step))), step
+pending.finish()
+print([s for s, _ in file_format.checkpoint_files(directory)], file_format.temp_files(directory))
+"""
+
+
+def test_wait_returns_once_durable_and_old_files_go_before_the_next_write(tmp_path):
+    # In a child: the writer is imported without TensorFlow, as the crash trials do.
+    result = subprocess.run(
+        [sys.executable, "-c", WAIT_THEN_FINISH.format(workers=str(WORKERS),
+                                                       directory=str(tmp_path))],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "[3, 2] []", result.stdout + result.stderr

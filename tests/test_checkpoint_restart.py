@@ -7,6 +7,10 @@
   uninterrupted run (tests/workers/resume_worker.py);
 - a checkpoint saved on 3 ranks restored on 2, and the reverse, with a
   damaged newest file and a mismatching model on the way;
+- restore's threaded per-variable broadcast, at np=2 and 3: every value of
+  several dtypes and sizes checked bit for bit against numpy on every rank,
+  a mismatch that changes nothing, a damaged file's fallback, and a save
+  after a restore (tests/workers/checkpoint_restore_worker.py);
 - SIGTERM to tfdistrun mid-epoch: every rank saves the same batch, the job
   exits with PREEMPTED_EXIT_CODE, is not restarted, and a relaunch finishes
   bit-identical.
@@ -131,6 +135,18 @@ def test_a_checkpoint_moves_between_3_and_2_ranks(tmp_path):
     assert output.count("restored step 7 and checked") == 2, output[-4000:]
     output = run_workers(worker, 3, ["restore", directory, out], timeout=240)
     assert output.count("restored step 9 and checked") == 3, output[-4000:]
+
+
+def test_restore_broadcasts_every_value_exactly_np2(tmp_path):
+    output = run_workers("checkpoint_restore_worker.py", 2, [str(tmp_path / "ckpt")],
+                         timeout=180)
+    assert output.count("restores checked") == 2, output[-4000:]
+
+
+def test_restore_broadcasts_every_value_exactly_np3(tmp_path):
+    output = run_workers("checkpoint_restore_worker.py", 3, [str(tmp_path / "ckpt")],
+                         timeout=180)
+    assert output.count("restores checked") == 3, output[-4000:]
 
 
 def checkpoint_steps(directory):

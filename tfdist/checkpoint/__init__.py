@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -33,7 +34,7 @@ import tensorflow as tf
 
 from tfdist import ops, runtime
 from tfdist.checkpoint import file_format, writer
-from tfdist.checkpoint.snapshot import SnapshotBuffers
+from tfdist.checkpoint.snapshot import SnapshotBuffers, shared_value
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
 
 __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "preempted",
@@ -43,6 +44,8 @@ __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "pree
 # Rank 0's host copies, reused by the next save (see snapshot.py). Like the
 # pending write in writer.py, process state that save() needs across calls.
 _SNAPSHOT = SnapshotBuffers()
+# Threads issuing restore's broadcasts: two keep one transfer and one assign going.
+_RESTORE_THREADS = 2
 
 
 class CheckpointError(RuntimeError):
@@ -118,9 +121,9 @@ def _gather_states(own_state: bytes, failure: str, name: str) -> Tuple[List[byte
 
 
 def _pending_failure() -> str:
-    """Waits for this process's pending write; its error message, or "" if it succeeded."""
+    """Waits for this process's pending write and pruning; its error message, or "" if none."""
     try:
-        writer.PENDING.wait()
+        writer.PENDING.finish()
     except writer.WriteFailed as error:
         return str(error)
     return ""
@@ -202,7 +205,11 @@ def latest(directory: str) -> Optional[str]:
 
 def _choose(directory: str) -> Tuple[Dict[str, Any], Optional[file_format.Contents]]:
     """Rank 0's choice of checkpoint: the JSON header every rank receives, and its contents."""
-    path, contents, failures = file_format.newest_valid(directory)
+    # Into the snapshot buffers, mapped already; what is read becomes the
+    # buffers of the next save (a job that just started has none yet).
+    path, contents, failures = file_format.newest_valid(directory, _SNAPSHOT.buffers())
+    if contents is not None:
+        _SNAPSHOT.adopt(contents.groups)
     for failure in failures:
         warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {failure}",
                       stacklevel=3)
@@ -285,21 +292,32 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
 def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) -> None:
     """Assigns rank 0's ``arrays`` to ``variables`` on every rank, one broadcast per variable.
 
+    Rank 0 has read and verified every array before this is called, and
+    every rank has checked that they fit, so nothing here can refuse them.
     Per variable rather than one concatenation per dtype: the state is
-    copied fewer times (no concatenate, no split), which is what a restore
-    of a large model spends its time on.
+    copied fewer times (no concatenate, no split). Two threads issue the
+    broadcasts, so that one variable is assigned while the next one is in
+    transfer (the ops release the GIL; ranks match them by name, whatever
+    the order). On the receiving ranks the op's input is the variable's own
+    value, which shares its buffer: no array is allocated and copied only
+    to be overwritten (docs/fault_tolerance.md has the measurements).
     """
     if runtime.size() == 1:
         for variable, array in zip(variables, arrays):
             variable.assign(array)
         return
-    for index, variable in enumerate(variables):
-        if arrays is not None:
-            value = arrays[index]
-        else:
-            value = np.empty(tuple(variable.shape), tf.as_dtype(variable.dtype).as_numpy_dtype)
-        variable.assign(ops.broadcast(value, root_rank=0,
-                                      name=f"tfdist.checkpoint.restore.{index}"))
+
+    def receive(index: int) -> None:
+        variable = variables[index]
+        source = arrays[index] if arrays is not None else shared_value(variable)
+        received = ops.broadcast(source, root_rank=0,
+                                 name=f"tfdist.checkpoint.restore.{index}")
+        del source  # no second user of the variable's buffer: assign copies into it in place
+        variable.assign(received)
+
+    with ThreadPoolExecutor(_RESTORE_THREADS, thread_name_prefix="tfdist-restore") as pool:
+        for future in [pool.submit(receive, index) for index in range(len(variables))]:
+            future.result()
 
 
 def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:

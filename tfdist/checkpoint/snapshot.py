@@ -5,7 +5,9 @@ match: copying into memory that is already mapped costs one memcpy, while a
 fresh allocation also pays a page fault per page, which made the copy about
 three times slower here. The price is one host copy of the state held
 between saves, as CheckFreq and PyTorch DCP's async save also keep.
-Reuse is safe because a save first waits for the previous write.
+Reuse is safe because a save first waits for the previous write. Restore
+(which also waits for it first) reads rank 0's copy of the checkpoint into
+the same buffers, and keeps what it read as the buffers of the next save.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 
-def _value(variable: Any) -> Any:
+def shared_value(variable: Any) -> Any:
+    """The variable's value as a tensor that shares its buffer (no copy)."""
     # A Keras 3 Variable wraps a tf.Variable; reading gives a tensor that
     # shares the variable's buffer (TensorFlow copies on the next write).
     inner = getattr(variable, "value", None)  # a method on a tf.Variable itself
@@ -33,7 +36,7 @@ class SnapshotBuffers:
         previous = self._arrays.get(group, [])
         copies = []
         for index, variable in enumerate(variables):
-            source = np.asarray(_value(variable))  # no copy: a view of the tensor
+            source = np.asarray(shared_value(variable))  # no copy: a view of the tensor
             if (index < len(previous) and previous[index].shape == source.shape
                     and previous[index].dtype == source.dtype):
                 target = previous[index]
@@ -43,3 +46,11 @@ class SnapshotBuffers:
             copies.append(target)
         self._arrays[group] = copies
         return copies
+
+    def buffers(self) -> Dict[str, List[np.ndarray]]:
+        """The buffers by group: restore reads rank 0's copy of a checkpoint into them."""
+        return self._arrays
+
+    def adopt(self, groups: Dict[str, List[np.ndarray]]) -> None:
+        """Keeps ``groups``' arrays (a restored checkpoint's) as the buffers of the next save."""
+        self._arrays = {group: list(arrays) for group, arrays in groups.items()}
