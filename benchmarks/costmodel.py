@@ -71,7 +71,7 @@ class HostTimer:
     TensorFlow (benchmarks/native/costmodel_timer.cc, built by benchmarks/_engine.py).
 
     It is told what the runtime knows through tfdist's public API: every rank's host,
-    the emulated link, and the inter-host link cost hierarchical chooses by.
+    the emulated link, and the link costs hierarchical chooses by.
     """
 
     def __init__(self, comm) -> None:
@@ -93,9 +93,11 @@ class HostTimer:
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
         cost = runtime.network_cost()
-        self.inter_host = (ctypes.c_double * 3)(cost["inter_latency_s"],
-                                                cost["inter_seconds_per_byte"],
-                                                cost["reduce_seconds_per_byte"])
+        self.network = (ctypes.c_double * 5)(cost["intra_latency_s"],
+                                             cost["intra_seconds_per_byte"],
+                                             cost["reduce_seconds_per_byte"],
+                                             cost["inter_latency_s"],
+                                             cost["inter_seconds_per_byte"])
         self.handle = MPI._handleof(comm)
         lib = _engine.load()
         self._allreduce = lib.tfdist_costmodel_allreduce_seconds
@@ -119,7 +121,7 @@ class HostTimer:
         seconds = (ctypes.c_double * iterations)()
         error = ctypes.create_string_buffer(1024)
         code = self._allreduce(self.handle, self.host_of_rank, self.bandwidth, self.latency,
-                               self.inter_host, _library.allreduce_algorithms().index(algorithm),
+                               self.network, _library.allreduce_algorithms().index(algorithm),
                                buffer.ctypes.data, buffer.size, FLOAT32, iterations, seconds,
                                error, len(error))
         if code:

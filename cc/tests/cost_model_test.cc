@@ -166,16 +166,24 @@ TFDIST_TEST(TwoLinkModelChargesStepsThatCrossHosts) {
              2 * (1e-6 + m / 8 * 1e-10) + m / 8 * 2e-10 +
                  2 * (1e-5 + m / 4 * 8e-9) + m / 4 * 2e-10 +
                  2 * (1e-5 + m / 2 * 8e-9) + m / 2 * 2e-10));
-  // Hierarchical on 2 x 2: ring reduce-scatter and allgather of two shards
-  // within a host, and the best flat algorithm for one shard across two hosts.
-  const double within = 2 * (1e-6 + m / 2 * 1e-10) + 0.5 * m * 1e-10;
+  // Hierarchical on 2 x 2, pipelined in S segments: per segment a ring
+  // reduce-scatter (a) and allgather (b) of two shards within a host, and the
+  // best flat algorithm for one shard across two hosts (x); the slower
+  // stream sets the pace, each segment costs one 20 us hand-over.
+  const int S = tfdist::HierarchicalSegments(two_by_two, size_t{1} << 20, network);
+  CHECK(S >= 1 && S <= 4);  // segments of at least 256 KiB
+  const double segment = m / S;
+  const double b = 1e-6 + segment / 2 * 1e-10;
+  const double a = b + 0.5 * segment * 1e-10;
   const LinkCost across = {1e-5, 8e-9, 2e-10};
-  double best = 1e9;
+  double x = 1e9;
   for (AllreduceAlgorithm flat : {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
                                   AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRabenseifner}) {
-    best = std::min(best, tfdist::PredictAllreduceSeconds(flat, 2, size_t{1} << 19, across));
+    x = std::min(x, tfdist::PredictAllreduceSeconds(flat, 2, (size_t{1} << 19) / S, across));
   }
-  CHECK(Near(predict(AllreduceAlgorithm::kHierarchical, two_by_two), within + best));
+  const double pipelined =
+      S == 1 ? a + x + b : a + x + b + (S - 1) * std::max(a + b, x) + S * 20e-6;
+  CHECK(Near(predict(AllreduceAlgorithm::kHierarchical, two_by_two), pipelined));
 }
 
 TFDIST_TEST(ChooseAllreduceTakesHierarchicalAcrossSlowLinks) {

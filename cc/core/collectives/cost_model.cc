@@ -26,14 +26,21 @@
 //   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
 //   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
 // With every rank on one host these are the formulas above.
-// Hierarchical (uniform layouts, H hosts of k ranks):
-//   T_hier = (k-1) * (L_i + (m/k)*G_i) + (k-1)/k * m*max(0, R-G_i)   reduce-scatter
-//          + min over flat algorithms of T(H ranks, m/k, inter link)  across hosts
-//          + (k-1) * (L_i + (m/k)*G_i)                               allgather
+// Hierarchical (uniform layouts, H hosts of k ranks), pipelined in S
+// segments of m/S bytes (hierarchical_allreduce.cc):
+//   a = (k-1) * (L_i + (m/Sk)*G_i) + (k-1)/k * (m/S)*max(0, R-G_i)   reduce-scatter
+//   x = min over flat algorithms of T(H ranks, m/Sk, inter link)      across hosts
+//   b = (k-1) * (L_i + (m/Sk)*G_i)                                    allgather
+//   T_hier = a + x + b + (S-1) * max(a + b, x) + S * handoff
+// The caller's thread runs a and b of every segment, a side thread x, so
+// after the first segment's reduce-scatter the slower of the two streams
+// sets the pace and the faster is hidden; each segment costs one hand-over
+// between the threads. S is the argmin (HierarchicalSegments).
 #include "cc/core/collectives/cost_model.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -158,32 +165,67 @@ double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, doubl
   return std::numeric_limits<double>::infinity();
 }
 
+// Handing one segment's cross-host allreduce to the side thread and waiting
+// for it: two condition-variable wake-ups.
+constexpr double kSegmentHandoffSeconds = 20e-6;
+// Segments below this gain nothing from overlap that their latency and
+// hand-over do not cost again, and more would only multiply small messages.
+constexpr size_t kMinSegmentBytes = size_t{256} << 10;
+constexpr int kMaxSegments = 64;
+
+// Seconds of hierarchical allreduce in `segments` pipeline segments.
+double PredictHierarchicalSegmented(const HostLayout& layout, double m,
+                                    const NetworkCost& network, int segments) {
+  const double S = segments;
+  const double k = layout.ranks_per_host();
+  const LinkCost& intra = network.intra;
+  const double segment = m / S;
+  const double allgather = (k - 1.0) * Message(intra, segment / k);
+  const double reduce_scatter =
+      allgather + (k - 1.0) / k * segment *
+                      std::max(0.0, intra.reduce_seconds_per_byte - intra.seconds_per_byte);
+  // One rank per host, every link between hosts, reducing at the host's R.
+  const HostLayout cross = HostLayout::Consecutive(layout.host_count(), layout.host_count());
+  NetworkCost across = {network.inter, network.inter};
+  across.intra.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  across.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  const size_t shard = static_cast<size_t>(std::ceil(segment / k));
+  double crossing = std::numeric_limits<double>::infinity();
+  for (AllreduceAlgorithm flat : kFlatCandidates) {
+    crossing = std::min(crossing, PredictAllreduceSeconds(flat, cross, shard, across));
+  }
+  if (segments == 1) return reduce_scatter + crossing + allgather;
+  return reduce_scatter + crossing + allgather +
+         (S - 1.0) * std::max(reduce_scatter + allgather, crossing) +
+         S * kSegmentHandoffSeconds;
+}
+
 double PredictHierarchical(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
   if (!layout.uniform() || layout.host_count() < 2) {
     return std::numeric_limits<double>::infinity();
   }
-  const double m = static_cast<double>(bytes);
-  const int per_host = layout.ranks_per_host();
-  const double L = per_host;
-  const LinkCost& intra = network.intra;
-  const double within = per_host == 1 ? 0.0
-      : 2.0 * (L - 1.0) * Message(intra, m / L) +
-        (L - 1.0) / L * m * std::max(0.0, intra.reduce_seconds_per_byte - intra.seconds_per_byte);
-  // One rank per host, every link between hosts.
-  const HostLayout cross = HostLayout::Consecutive(layout.host_count(), layout.host_count());
-  const NetworkCost across = {network.inter, network.inter};
-  const size_t shard = (bytes + per_host - 1) / per_host;
-  double best = std::numeric_limits<double>::infinity();
-  for (AllreduceAlgorithm flat : kFlatCandidates) {
-    NetworkCost with_reduction = across;
-    with_reduction.intra.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
-    with_reduction.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
-    best = std::min(best, PredictAllreduceSeconds(flat, cross, shard, with_reduction));
-  }
-  return within + best;
+  return PredictHierarchicalSegmented(layout, static_cast<double>(bytes), network,
+                                      HierarchicalSegments(layout, bytes, network));
 }
 
 }  // namespace
+
+int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
+  if (!layout.uniform() || layout.host_count() < 2 || layout.ranks_per_host() < 2) return 1;
+  const int most = static_cast<int>(
+      std::clamp<size_t>(bytes / kMinSegmentBytes, 1, static_cast<size_t>(kMaxSegments)));
+  const double m = static_cast<double>(bytes);
+  int best = 1;
+  double best_seconds = PredictHierarchicalSegmented(layout, m, network, 1);
+  for (int segments = 2; segments <= most; ++segments) {
+    const double seconds = PredictHierarchicalSegmented(layout, m, network, segments);
+    if (seconds < best_seconds) {  // strict: ties keep fewer segments
+      best = segments;
+      best_seconds = seconds;
+    }
+  }
+  return best;
+}
 
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& layout,
                                size_t bytes, const NetworkCost& network) {

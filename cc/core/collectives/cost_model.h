@@ -53,6 +53,12 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& l
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
                                size_t bytes, const LinkCost& link);
 
+// How many pipeline segments hierarchical allreduce cuts `bytes` into on
+// `layout`: the argmin of its predicted time over 1 .. 64 segments of at
+// least 256 KiB (cost_model.cc). 1 where there is nothing to overlap (one
+// host, or one rank per host). Deterministic, like ChooseAllreduce.
+int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network);
+
 // The modelled-fastest of tree, butterfly, ring, Rabenseifner and
 // hierarchical. Exact ties go to the first in the order butterfly,
 // Rabenseifner, ring, tree, hierarchical (fewest messages first). P <= 1
