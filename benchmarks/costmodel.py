@@ -93,11 +93,7 @@ class HostTimer:
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
         cost = runtime.network_cost()
-        self.network = (ctypes.c_double * 5)(cost["intra_latency_s"],
-                                             cost["intra_seconds_per_byte"],
-                                             cost["reduce_seconds_per_byte"],
-                                             cost["inter_latency_s"],
-                                             cost["inter_seconds_per_byte"])
+        self.network = (ctypes.c_double * 10)(*cost.values())  # in network_cost()'s order
         self.handle = MPI._handleof(comm)
         lib = _engine.load()
         self._allreduce = lib.tfdist_costmodel_allreduce_seconds
@@ -348,6 +344,11 @@ def print_result(result: Dict[str, Any]) -> None:
           f"G={cost['intra_seconds_per_byte']:.3g} s/B R={cost['reduce_seconds_per_byte']:.3g} s/B;"
           f" inter L={_format_seconds(cost['inter_latency_s'])} "
           f"G={cost['inter_seconds_per_byte']:.3g} s/B")
+    if cost.get("memory_seconds_per_byte"):
+        print(f"   intra past the cache G={cost['memory_seconds_per_byte']:.3g} s/B "
+              f"R={cost['memory_reduce_seconds_per_byte']:.3g} s/B; "
+              f"{cost['ranks_per_machine']:.0f} ranks on {cost['cores_per_machine']:.0f} cores, "
+              f"cache {cost['cache_bytes'] / 2 ** 20:.0f} MiB")
     print(f"   {'bytes':>9} {'algorithm':<13} {'predicted':>10} {'measured':>10} {'ratio':>6}"
           f" {'median':>10}  {'auto':<13} {'fastest':<13}")
     by_size: Dict[int, List[Dict[str, Any]]] = {}

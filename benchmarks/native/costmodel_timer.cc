@@ -70,8 +70,7 @@ extern "C" {
 // each after a barrier, and stores this rank's seconds for each in
 // `seconds[0..iterations)`. `host_of_rank` labels every rank's host;
 // `bytes_per_second` > 0 emulates links between hosts (with `latency_s`);
-// `network` = {intra latency, intra seconds per byte, reduce seconds per
-// byte, inter latency, inter seconds per byte} (tfdist.runtime.network_cost)
+// `network` = the 10 values of tfdist.runtime.network_cost, in its order,
 // is the cost hierarchical chooses its segments and cross-host algorithm by. Collective over the
 // communicator. Returns 0, or a StatusCode with the message in `error`.
 __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
@@ -83,8 +82,11 @@ __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
                                      bytes_per_second, latency_s);
   if (!status.ok()) return Fail(status, error, error_length);
   const tfdist::HostLayout hosts = tfdist::HostLayout::FromHostLabels(links.host_of_rank());
-  const tfdist::NetworkCost cost{{network[0], network[1], network[2]},
-                                  {network[3], network[4], network[2]}};
+  tfdist::NetworkCost cost{{network[0], network[1], network[2], network[5], network[6]},
+                           {network[3], network[4], network[2]}};
+  cost.ranks_per_machine = static_cast<int>(network[7]);
+  cost.cores_per_machine = static_cast<int>(network[8]);
+  cost.cache_bytes = network[9];
   for (int i = 0; i < iterations && status.ok(); ++i) {
     MPI_Barrier(links.comm());
     const double start = MPI_Wtime();

@@ -237,4 +237,39 @@ TFDIST_TEST(MeasureNetworkCostSeesTheEmulatedLink) {
   }
 }
 
+TFDIST_TEST(MachineLoadChargesMemoryAndSharedCores) {
+  using tfdist::HostLayout;
+  using tfdist::NetworkCost;
+  const LinkCost in_cache = {1e-6, 1e-10, 1e-10};
+  LinkCost measured = in_cache;
+  measured.memory_seconds_per_byte = 4e-10;
+  measured.memory_reduce_seconds_per_byte = 3e-10;
+  const LinkCost from_memory = {1e-6, 4e-10, 3e-10};
+  NetworkCost two_ranks = tfdist::UniformNetwork(measured);
+  two_ranks.ranks_per_machine = 2;
+  two_ranks.cores_per_machine = 2;
+  two_ranks.cache_bytes = 32 << 20;
+  const size_t small = size_t{1} << 20;  // 2 ranks x 2 x 1 MiB: in cache
+  const size_t large = size_t{64} << 20;
+  for (AllreduceAlgorithm algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kButterfly}) {
+    CHECK(Near(tfdist::PredictAllreduceSeconds(algorithm, HostLayout(2), small, two_ranks),
+               tfdist::PredictAllreduceSeconds(algorithm, 2, small, in_cache)));
+    CHECK(Near(tfdist::PredictAllreduceSeconds(algorithm, HostLayout(2), large, two_ranks),
+               tfdist::PredictAllreduceSeconds(algorithm, 2, large, from_memory)));
+  }
+  // Four ranks on two cores: every intra-host byte costs twice as much.
+  NetworkCost four_ranks = two_ranks;
+  four_ranks.ranks_per_machine = 4;
+  const LinkCost shared = {1e-6, 8e-10, 6e-10};
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), large,
+                                             four_ranks),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, shared)));
+  // Unknown cores and cache: the measured in-cache costs, as before.
+  NetworkCost unknown = tfdist::UniformNetwork(measured);
+  unknown.ranks_per_machine = 4;
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), large,
+                                             unknown),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, in_cache)));
+}
+
 }  // namespace tfdist_test

@@ -26,6 +26,13 @@
 //   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
 //   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
 // With every rank on one host these are the formulas above.
+// Machine load (NetworkCost): the intra-host G and R above are what one
+// pair measured with the machine otherwise idle. In a collective every rank
+// on the machine copies and reduces at once, so both are multiplied by
+// max(1, ranks_per_machine / cores_per_machine); and once the collective's
+// buffers (2 * bytes per rank) outgrow the last-level cache, the memory
+// costs replace them. Latencies are left alone.
+//
 // Hierarchical (uniform layouts, H hosts of k ranks), pipelined in S
 // segments of m/S bytes (hierarchical_allreduce.cc):
 //   a = (k-1) * (L_i + (m/Sk)*G_i) + (k-1)/k * (m/S)*max(0, R-G_i)   reduce-scatter
@@ -208,17 +215,44 @@ double PredictHierarchical(const HostLayout& layout, size_t bytes, const Network
                                       HierarchicalSegments(layout, bytes, network));
 }
 
+// The network as a collective of `bytes` on every rank sees it (the file
+// comment's machine load).
+NetworkCost UnderLoad(const NetworkCost& network, size_t bytes) {
+  NetworkCost loaded = network;
+  LinkCost& intra = loaded.intra;
+  const double footprint = 2.0 * static_cast<double>(bytes) * network.ranks_per_machine;
+  if (network.cache_bytes > 0 && footprint > network.cache_bytes) {
+    if (intra.memory_seconds_per_byte > 0) intra.seconds_per_byte = intra.memory_seconds_per_byte;
+    if (intra.memory_reduce_seconds_per_byte > 0) {
+      intra.reduce_seconds_per_byte = intra.memory_reduce_seconds_per_byte;
+    }
+  }
+  if (network.cores_per_machine > 0 && network.ranks_per_machine > network.cores_per_machine) {
+    const double sharing =
+        static_cast<double>(network.ranks_per_machine) / network.cores_per_machine;
+    intra.seconds_per_byte *= sharing;
+    intra.reduce_seconds_per_byte *= sharing;
+  }
+  // Reducing a byte costs the host's R wherever the byte came from.
+  loaded.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  // Already applied: a second pass must not apply it again.
+  loaded.cache_bytes = 0.0;
+  loaded.cores_per_machine = 0;
+  return loaded;
+}
+
 }  // namespace
 
 int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
   if (!layout.uniform() || layout.host_count() < 2 || layout.ranks_per_host() < 2) return 1;
+  const NetworkCost loaded = UnderLoad(network, bytes);
   const int most = static_cast<int>(
       std::clamp<size_t>(bytes / kMinSegmentBytes, 1, static_cast<size_t>(kMaxSegments)));
   const double m = static_cast<double>(bytes);
   int best = 1;
-  double best_seconds = PredictHierarchicalSegmented(layout, m, network, 1);
+  double best_seconds = PredictHierarchicalSegmented(layout, m, loaded, 1);
   for (int segments = 2; segments <= most; ++segments) {
-    const double seconds = PredictHierarchicalSegmented(layout, m, network, segments);
+    const double seconds = PredictHierarchicalSegmented(layout, m, loaded, segments);
     if (seconds < best_seconds) {  // strict: ties keep fewer segments
       best = segments;
       best_seconds = seconds;
@@ -230,10 +264,11 @@ int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCo
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& layout,
                                size_t bytes, const NetworkCost& network) {
   if (layout.size() <= 1) return 0.0;
+  const NetworkCost loaded = UnderLoad(network, bytes);
   if (algorithm == AllreduceAlgorithm::kHierarchical) {
-    return PredictHierarchical(layout, bytes, network);
+    return PredictHierarchical(layout, bytes, loaded);
   }
-  return PredictFlat(algorithm, layout, static_cast<double>(bytes), network);
+  return PredictFlat(algorithm, layout, static_cast<double>(bytes), loaded);
 }
 
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
@@ -269,6 +304,10 @@ namespace {
 constexpr size_t kLatencyProbeBytes = 8;
 constexpr size_t kBandwidthProbeBytes = size_t{4} << 20;  // 4 MiB
 constexpr int kReduceRounds = 5;
+// Past any last-level cache of today's CPUs, so that bytes come from memory.
+constexpr size_t kMemoryProbeBytes = size_t{64} << 20;  // 64 MiB
+constexpr int kMemoryWarmups = 1;
+constexpr int kMemoryRounds = 2;
 constexpr int kLatencyWarmups = 3;
 constexpr int kLatencyRounds = 21;
 constexpr int kBandwidthWarmups = 1;
@@ -309,19 +348,20 @@ Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, s
   return Status::OK();
 }
 
-// Fastest time per byte of reducing a float32 vector of kBandwidthProbeBytes
-// into another, both larger than most caches, like gradients.
-double FastestReduceSecondsPerByte() {
-  const size_t count = kBandwidthProbeBytes / sizeof(float);
+// Fastest time per byte of reducing a float32 vector of `bytes` into
+// another (`rounds` tries).
+double FastestReduceSecondsPerByte(size_t bytes = kBandwidthProbeBytes,
+                                   int rounds = kReduceRounds) {
+  const size_t count = bytes / sizeof(float);
   std::vector<float> accumulator(count, 1.0f), incoming(count, 2.0f);
   std::vector<double> samples;
-  for (int round = 0; round < kReduceRounds; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     ReduceInto(accumulator.data(), incoming.data(), count, DataType::kFloat32,
                ReduceOp::kSum);
     const std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
-    samples.push_back(elapsed.count() / static_cast<double>(kBandwidthProbeBytes));
+    samples.push_back(elapsed.count() / static_cast<double>(bytes));
   }
   return Fastest(samples);
 }
@@ -336,7 +376,7 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out) {
   return MeasureLinkCostTo(transport, 1, out);
 }
 
-Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out, bool past_cache) {
   if (peer <= 0 || peer >= transport.size()) {
     return Status::InvalidArgument("link cost: no rank " + std::to_string(peer) +
                                    " to measure against in a group of " +
@@ -344,7 +384,7 @@ Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
   }
   // {L, G, R} as rank 0 measured them; broadcast as raw doubles (all ranks
   // run the same binary, so the representation agrees).
-  double measured[3] = {0.0, 0.0, 0.0};
+  double measured[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
   if (transport.rank() == 0 || transport.rank() == peer) {
     std::vector<unsigned char> probe(kBandwidthProbeBytes, 0);
     double small_round_trip = 0.0;
@@ -362,12 +402,28 @@ Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
                                static_cast<double>(kBandwidthProbeBytes),
                            kMinSecondsPerByte);
     if (transport.rank() == 0) measured[2] = FastestReduceSecondsPerByte();
+    if (past_cache) {
+      std::vector<unsigned char> large(kMemoryProbeBytes, 0);
+      double memory_round_trip = 0.0;
+      TFDIST_RETURN_IF_ERROR(FastestRoundTrip(transport, peer, large.data(),
+                                             kMemoryProbeBytes, kMemoryWarmups,
+                                             kMemoryRounds, &memory_round_trip));
+      measured[3] = std::max((memory_round_trip / 2.0 - latency) /
+                                 static_cast<double>(kMemoryProbeBytes),
+                             kMinSecondsPerByte);
+      large = std::vector<unsigned char>();  // before the reduction allocates as much again
+      if (transport.rank() == 0) {
+        measured[4] = FastestReduceSecondsPerByte(kMemoryProbeBytes, kMemoryRounds);
+      }
+    }
   }
   TFDIST_RETURN_IF_ERROR(
       BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
   out->latency_s = measured[0];
   out->seconds_per_byte = measured[1];
   out->reduce_seconds_per_byte = measured[2];
+  out->memory_seconds_per_byte = measured[3];
+  out->memory_reduce_seconds_per_byte = measured[4];
   return Status::OK();
 }
 

@@ -23,6 +23,13 @@ struct LinkCost {
   double latency_s;
   double seconds_per_byte;
   double reduce_seconds_per_byte = 0.0;
+  // The same two per-byte costs for collectives whose buffers on one
+  // machine no longer fit its last-level cache (NetworkCost::cache_bytes):
+  // moving and reducing bytes from and to memory, measured on 64 MiB. A
+  // copy within a host then costs several times what a 4 MiB ping-pong,
+  // served from cache, shows. 0: the same as the in-cache costs.
+  double memory_seconds_per_byte = 0.0;
+  double memory_reduce_seconds_per_byte = 0.0;
 };
 
 // What a single-rank group reports (nothing to measure): 2 us and 10 GB/s,
@@ -35,6 +42,16 @@ constexpr LinkCost kDefaultLinkCost = {2e-6, 1e-10, 0.0};
 struct NetworkCost {
   LinkCost intra;
   LinkCost inter;
+  // The machine the ranks of a host run on (rank 0's; the real machine, so
+  // with virtual hosts every virtual host). During a collective every rank
+  // copies and reduces at once: where ranks outnumber cores they share them,
+  // and each intra-host byte costs ranks/cores times what one pair measured.
+  // Buffers of ranks_per_machine * 2 * bytes (data and receive scratch)
+  // beyond cache_bytes make the memory costs apply. 0 cores or cache: unknown,
+  // not modelled.
+  int ranks_per_machine = 1;
+  int cores_per_machine = 0;
+  double cache_bytes = 0.0;
 };
 
 // Both classes equal `link`: the one-host (or one-link) model.
@@ -79,8 +96,11 @@ AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link)
 // Collective: every rank must call it.
 Status MeasureLinkCost(Transport& transport, LinkCost* out);
 
-// The same between ranks 0 and `peer` (1 <= peer < P).
-Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out);
+// The same between ranks 0 and `peer` (1 <= peer < P). With `past_cache`,
+// also the memory costs (LinkCost::memory_*) on 64 MiB messages and
+// vectors (about 0.2 s within a host; not for slow links).
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out,
+                         bool past_cache = false);
 
 // Both link classes of `layout`: intra between rank 0 and the next rank on
 // its host, inter between rank 0 and the first rank of the next host. A
