@@ -257,13 +257,24 @@ TFDIST_TEST(MachineLoadChargesMemoryAndSharedCores) {
     CHECK(Near(tfdist::PredictAllreduceSeconds(algorithm, HostLayout(2), large, two_ranks),
                tfdist::PredictAllreduceSeconds(algorithm, 2, large, from_memory)));
   }
-  // Four ranks on two cores: every intra-host byte costs twice as much.
+  // Four ranks on two cores: every in-cache intra-host byte costs twice as
+  // much; the memory costs were measured with every rank busy, as they are.
   NetworkCost four_ranks = two_ranks;
   four_ranks.ranks_per_machine = 4;
-  const LinkCost shared = {1e-6, 8e-10, 6e-10};
+  const LinkCost shared = {1e-6, 2e-10, 2e-10};
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), small,
+                                             four_ranks),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, small, shared)));
   CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), large,
                                              four_ranks),
-             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, shared)));
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, from_memory)));
+  // Intra-host hops pay the latency measured with every rank busy.
+  NetworkCost loaded = two_ranks;
+  loaded.intra.loaded_latency_s = 3e-5;
+  const LinkCost slow_hops = {3e-5, 1e-10, 1e-10};
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kButterfly, HostLayout(2), 8,
+                                             loaded),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kButterfly, 2, 8, slow_hops)));
   // Unknown cores and cache: the measured in-cache costs, as before.
   NetworkCost unknown = tfdist::UniformNetwork(measured);
   unknown.ranks_per_machine = 4;

@@ -26,12 +26,14 @@
 //   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
 //   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
 // With every rank on one host these are the formulas above.
-// Machine load (NetworkCost): the intra-host G and R above are what one
-// pair measured with the machine otherwise idle. In a collective every rank
-// on the machine copies and reduces at once, so both are multiplied by
-// max(1, ranks_per_machine / cores_per_machine); and once the collective's
-// buffers (2 * bytes per rank) outgrow the last-level cache, the memory
-// costs replace them. Latencies are left alone.
+// Machine load (NetworkCost): L, G and R are what one pair measured with the
+// machine otherwise idle. In a collective every rank on the machine copies
+// and reduces at once. So the intra-host latency is the one measured with
+// every rank busy (LinkCost::loaded_latency_s); once the collective's
+// buffers (2 * bytes per rank, on every rank of the machine) outgrow the
+// last-level cache, G and R are the memory costs, also measured with every
+// rank busy; below that, G and R are multiplied by
+// max(1, ranks_per_machine / cores_per_machine).
 //
 // Hierarchical (uniform layouts, H hosts of k ranks), pipelined in S
 // segments of m/S bytes (hierarchical_allreduce.cc):
@@ -220,14 +222,16 @@ double PredictHierarchical(const HostLayout& layout, size_t bytes, const Network
 NetworkCost UnderLoad(const NetworkCost& network, size_t bytes) {
   NetworkCost loaded = network;
   LinkCost& intra = loaded.intra;
+  if (intra.loaded_latency_s > 0) intra.latency_s = intra.loaded_latency_s;
   const double footprint = 2.0 * static_cast<double>(bytes) * network.ranks_per_machine;
-  if (network.cache_bytes > 0 && footprint > network.cache_bytes) {
-    if (intra.memory_seconds_per_byte > 0) intra.seconds_per_byte = intra.memory_seconds_per_byte;
-    if (intra.memory_reduce_seconds_per_byte > 0) {
-      intra.reduce_seconds_per_byte = intra.memory_reduce_seconds_per_byte;
-    }
-  }
-  if (network.cores_per_machine > 0 && network.ranks_per_machine > network.cores_per_machine) {
+  const bool past_cache = network.cache_bytes > 0 && footprint > network.cache_bytes &&
+                          intra.memory_seconds_per_byte > 0 &&
+                          intra.memory_reduce_seconds_per_byte > 0;
+  if (past_cache) {
+    intra.seconds_per_byte = intra.memory_seconds_per_byte;
+    intra.reduce_seconds_per_byte = intra.memory_reduce_seconds_per_byte;
+  } else if (network.cores_per_machine > 0 &&
+             network.ranks_per_machine > network.cores_per_machine) {
     const double sharing =
         static_cast<double>(network.ranks_per_machine) / network.cores_per_machine;
     intra.seconds_per_byte *= sharing;
@@ -324,13 +328,10 @@ double Fastest(const std::vector<double>& values) {
   return *std::min_element(values.begin(), values.end());
 }
 
-// Rank 0 sends and waits for the echo; rank `echo` echoes. Returns rank 0's
-// fastest round-trip time (the echo returns 0).
-Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, size_t bytes,
-                       int warmups, int rounds, double* seconds) {
-  const bool initiator = transport.rank() == 0;
-  const int peer = initiator ? echo : 0;
-  std::vector<double> samples;
+// This rank and `peer` bounce `bytes` back and forth; the initiator sends
+// first. Returns the initiator's round-trip times (the echo returns none).
+Status RoundTrips(Transport& transport, int peer, bool initiator, unsigned char* buffer,
+                  size_t bytes, int warmups, int rounds, std::vector<double>* samples) {
   for (int round = 0; round < warmups + rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     if (initiator) {
@@ -342,8 +343,19 @@ Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, s
     }
     const std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
-    if (round >= warmups) samples.push_back(elapsed.count());
+    if (round >= warmups && initiator) samples->push_back(elapsed.count());
   }
+  return Status::OK();
+}
+
+// Rank 0 sends and waits for the echo; rank `echo` echoes. Returns rank 0's
+// fastest round-trip time (the echo returns 0).
+Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, size_t bytes,
+                       int warmups, int rounds, double* seconds) {
+  const bool initiator = transport.rank() == 0;
+  std::vector<double> samples;
+  TFDIST_RETURN_IF_ERROR(RoundTrips(transport, initiator ? echo : 0, initiator, buffer, bytes,
+                                    warmups, rounds, &samples));
   *seconds = initiator ? Fastest(samples) : 0.0;
   return Status::OK();
 }
@@ -376,7 +388,7 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out) {
   return MeasureLinkCostTo(transport, 1, out);
 }
 
-Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out, bool past_cache) {
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
   if (peer <= 0 || peer >= transport.size()) {
     return Status::InvalidArgument("link cost: no rank " + std::to_string(peer) +
                                    " to measure against in a group of " +
@@ -384,7 +396,7 @@ Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out, bool pas
   }
   // {L, G, R} as rank 0 measured them; broadcast as raw doubles (all ranks
   // run the same binary, so the representation agrees).
-  double measured[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  double measured[3] = {0.0, 0.0, 0.0};
   if (transport.rank() == 0 || transport.rank() == peer) {
     std::vector<unsigned char> probe(kBandwidthProbeBytes, 0);
     double small_round_trip = 0.0;
@@ -402,28 +414,66 @@ Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out, bool pas
                                static_cast<double>(kBandwidthProbeBytes),
                            kMinSecondsPerByte);
     if (transport.rank() == 0) measured[2] = FastestReduceSecondsPerByte();
-    if (past_cache) {
-      std::vector<unsigned char> large(kMemoryProbeBytes, 0);
-      double memory_round_trip = 0.0;
-      TFDIST_RETURN_IF_ERROR(FastestRoundTrip(transport, peer, large.data(),
-                                             kMemoryProbeBytes, kMemoryWarmups,
-                                             kMemoryRounds, &memory_round_trip));
-      measured[3] = std::max((memory_round_trip / 2.0 - latency) /
-                                 static_cast<double>(kMemoryProbeBytes),
-                             kMinSecondsPerByte);
-      large = std::vector<unsigned char>();  // before the reduction allocates as much again
-      if (transport.rank() == 0) {
-        measured[4] = FastestReduceSecondsPerByte(kMemoryProbeBytes, kMemoryRounds);
-      }
-    }
   }
   TFDIST_RETURN_IF_ERROR(
       BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
   out->latency_s = measured[0];
   out->seconds_per_byte = measured[1];
   out->reduce_seconds_per_byte = measured[2];
-  out->memory_seconds_per_byte = measured[3];
-  out->memory_reduce_seconds_per_byte = measured[4];
+  return Status::OK();
+}
+
+Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
+                                LinkCost* out) {
+  // Everyone starts together: the broadcast releases all ranks at once.
+  unsigned char go = 1;
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, &go, sizeof go, 0));
+  const int me = transport.rank();
+  const std::vector<int>& mates = layout.ranks_of_host(layout.host_of(me));
+  const int partner_local = layout.local_rank(me) ^ 1;
+  const int partner =
+      partner_local < static_cast<int>(mates.size()) ? mates[partner_local] : -1;
+  const bool initiator = partner >= 0 && me < partner;
+  // {loaded L, memory G, memory R} as rank 0 measured them.
+  double measured[3] = {0.0, 0.0, 0.0};
+  {
+    std::vector<float> accumulator(kMemoryProbeBytes / sizeof(float), 0.0f);
+    unsigned char* probe = reinterpret_cast<unsigned char*>(accumulator.data());
+    if (partner >= 0) {
+      std::vector<double> small;
+      std::vector<double> large;
+      TFDIST_RETURN_IF_ERROR(RoundTrips(transport, partner, initiator, probe, kLatencyProbeBytes,
+                                        kLatencyWarmups, kLatencyRounds, &small));
+      TFDIST_RETURN_IF_ERROR(RoundTrips(transport, partner, initiator, probe, kMemoryProbeBytes,
+                                        kMemoryWarmups, kMemoryRounds, &large));
+      if (initiator) {
+        // The median: under load a hop's typical wake-up is what a
+        // collective of many hops pays, not the luckiest round's.
+        std::nth_element(small.begin(), small.begin() + small.size() / 2, small.end());
+        measured[0] = std::max(small[small.size() / 2] / 2.0, kMinLatencySeconds);
+        measured[1] = std::max((Fastest(large) / 2.0 - measured[0]) /
+                                   static_cast<double>(kMemoryProbeBytes),
+                               kMinSecondsPerByte);
+      }
+    }
+    // Every rank reduces at once, as in a collective.
+    std::vector<float> incoming(accumulator.size(), 2.0f);
+    std::vector<double> samples;
+    for (int round = 0; round < kMemoryWarmups + kMemoryRounds; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      ReduceInto(accumulator.data(), incoming.data(), accumulator.size(), DataType::kFloat32,
+                 ReduceOp::kSum);
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+      if (round >= kMemoryWarmups) {
+        samples.push_back(elapsed.count() / static_cast<double>(kMemoryProbeBytes));
+      }
+    }
+    measured[2] = Fastest(samples);
+  }
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
+  out->loaded_latency_s = measured[0];
+  out->memory_seconds_per_byte = measured[1];
+  out->memory_reduce_seconds_per_byte = measured[2];
   return Status::OK();
 }
 

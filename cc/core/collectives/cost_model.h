@@ -25,11 +25,16 @@ struct LinkCost {
   double reduce_seconds_per_byte = 0.0;
   // The same two per-byte costs for collectives whose buffers on one
   // machine no longer fit its last-level cache (NetworkCost::cache_bytes):
-  // moving and reducing bytes from and to memory, measured on 64 MiB. A
-  // copy within a host then costs several times what a 4 MiB ping-pong,
-  // served from cache, shows. 0: the same as the in-cache costs.
+  // moving and reducing bytes from and to memory, measured on 64 MiB with
+  // every rank of the machine doing the same (MeasureLinkCostUnderLoad).
+  // A copy within a host then costs several times what a 4 MiB ping-pong
+  // of one pair, served from cache, shows. 0: the in-cache costs.
   double memory_seconds_per_byte = 0.0;
   double memory_reduce_seconds_per_byte = 0.0;
+  // The latency while every rank of the machine is busy (where ranks
+  // outnumber cores, mostly the wait for the peer to be scheduled); what a
+  // collective's intra-host hops pay. 0: latency_s.
+  double loaded_latency_s = 0.0;
 };
 
 // What a single-rank group reports (nothing to measure): 2 us and 10 GB/s,
@@ -45,7 +50,8 @@ struct NetworkCost {
   // The machine the ranks of a host run on (rank 0's; the real machine, so
   // with virtual hosts every virtual host). During a collective every rank
   // copies and reduces at once: where ranks outnumber cores they share them,
-  // and each intra-host byte costs ranks/cores times what one pair measured.
+  // and each in-cache intra-host byte costs ranks/cores times what one pair
+  // measured (the memory costs are measured with every rank busy already).
   // Buffers of ranks_per_machine * 2 * bytes (data and receive scratch)
   // beyond cache_bytes make the memory costs apply. 0 cores or cache: unknown,
   // not modelled.
@@ -96,11 +102,19 @@ AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link)
 // Collective: every rank must call it.
 Status MeasureLinkCost(Transport& transport, LinkCost* out);
 
-// The same between ranks 0 and `peer` (1 <= peer < P). With `past_cache`,
-// also the memory costs (LinkCost::memory_*) on 64 MiB messages and
-// vectors (about 0.2 s within a host; not for slow links).
-Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out,
-                         bool past_cache = false);
+// The same between ranks 0 and `peer` (1 <= peer < P).
+Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out);
+
+// The intra-host costs of a machine that every rank keeps busy, as during
+// a collective: all ranks at once ping-pong with a partner on their host
+// (local ranks 2i and 2i+1) 8 B messages (LinkCost::loaded_latency_s, the
+// median) and 64 MiB ones (memory_seconds_per_byte), and reduce 64 MiB of
+// float32 (memory_reduce_seconds_per_byte); rank 0's numbers for every
+// rank (0 where rank 0 has no partner). About 0.3-1 s and 192 MiB per rank
+// on shared memory: for calibration at start-up, within hosts only.
+// Collective. Leaves the other fields of `out` alone.
+Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
+                                LinkCost* out);
 
 // Both link classes of `layout`: intra between rank 0 and the next rank on
 // its host, inter between rank 0 and the first rank of the next host. A

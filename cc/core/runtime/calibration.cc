@@ -18,7 +18,7 @@ namespace {
 // The measurement is between ranks 0 and 1, so it depends on which hosts
 // they run on; the cache file is named after both. v3: the fastest round
 // trip (v2 files hold medians, which a loaded machine inflates); v4: also
-// the costs past the cache (LinkCost::memory_*).
+// the costs with every rank busy (LinkCost::memory_*, loaded_latency_s).
 Status CacheFileName(MpiTransport& transport, const std::string& dir, std::string* out) {
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int length = 0;
@@ -37,11 +37,13 @@ bool ReadCache(const std::string& file, LinkCost* out) {
   std::ifstream in(file);
   LinkCost cost{};
   if (!(in >> cost.latency_s >> cost.seconds_per_byte >> cost.reduce_seconds_per_byte >>
-        cost.memory_seconds_per_byte >> cost.memory_reduce_seconds_per_byte)) {
+        cost.memory_seconds_per_byte >> cost.memory_reduce_seconds_per_byte >>
+        cost.loaded_latency_s)) {
     return false;
   }
   if (cost.latency_s <= 0 || cost.seconds_per_byte <= 0 || cost.reduce_seconds_per_byte < 0 ||
-      cost.memory_seconds_per_byte < 0 || cost.memory_reduce_seconds_per_byte < 0) {
+      cost.memory_seconds_per_byte < 0 || cost.memory_reduce_seconds_per_byte < 0 ||
+      cost.loaded_latency_s < 0) {
     return false;
   }
   *out = cost;
@@ -56,7 +58,7 @@ void WriteCache(const std::string& file, const LinkCost& cost) {
     outfile.precision(17);
     outfile << cost.latency_s << " " << cost.seconds_per_byte << " "
             << cost.reduce_seconds_per_byte << " " << cost.memory_seconds_per_byte << " "
-            << cost.memory_reduce_seconds_per_byte << "\n";
+            << cost.memory_reduce_seconds_per_byte << " " << cost.loaded_latency_s << "\n";
     if (!outfile) return;
   }
   std::rename(temporary.c_str(), file.c_str());
@@ -65,6 +67,32 @@ void WriteCache(const std::string& file, const LinkCost& cost) {
 }  // namespace
 
 namespace {
+
+// The size of the highest-level cache of CPU 0, from sysfs (glibc's
+// sysconf reports ten times the real L3 on some virtual machines); 0 if
+// unknown.
+double LastLevelCacheBytes() {
+  int best_level = 0;
+  double best_bytes = 0.0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level");
+    std::ifstream size_file(dir + "size");
+    int level = 0;
+    double size = 0.0;
+    std::string unit;
+    if (!(level_file >> level) || !(size_file >> size)) continue;
+    size_file >> unit;  // "K" or "M" after the number, if any
+    if (unit == "K") size *= 1024.0;
+    if (unit == "M") size *= 1024.0 * 1024.0;
+    if (level > best_level) {
+      best_level = level;
+      best_bytes = size;
+    }
+  }
+  return best_bytes;
+}
 
 // Rank 0's machine, for every rank: how many ranks share it, its cores and
 // its last-level cache (NetworkCost's machine load).
@@ -77,12 +105,7 @@ Status DescribeMachine(MpiTransport& transport, NetworkCost* out) {
   MPI_Comm_free(&node);
   double machine[3] = {static_cast<double>(ranks_on_node),
                        static_cast<double>(std::thread::hardware_concurrency()), 0.0};
-  long cache = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-  machine[2] = cache > 0 ? static_cast<double>(cache) : 0.0;
+  machine[2] = LastLevelCacheBytes();
   TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, machine, sizeof machine, 0));
   out->ranks_per_machine = static_cast<int>(machine[0]);
   out->cores_per_machine = static_cast<int>(machine[1]);
@@ -91,7 +114,8 @@ Status DescribeMachine(MpiTransport& transport, NetworkCost* out) {
 }
 
 // The cost within a host, between rank 0 and `peer`.
-Status CalibrateIntraHost(MpiTransport& transport, int peer, const RuntimeConfig& config,
+Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts, int peer,
+                          const RuntimeConfig& config,
                           LinkCost* out) {
   if (config.latency_seconds > 0 && config.seconds_per_byte > 0) {
     *out = LinkCost{config.latency_seconds, config.seconds_per_byte,
@@ -117,7 +141,8 @@ Status CalibrateIntraHost(MpiTransport& transport, int peer, const RuntimeConfig
     *out = cached.cost;
     return Status::OK();
   }
-  TFDIST_RETURN_IF_ERROR(MeasureLinkCostTo(transport, peer, out, /*past_cache=*/true));
+  TFDIST_RETURN_IF_ERROR(MeasureLinkCostTo(transport, peer, out));
+  TFDIST_RETURN_IF_ERROR(MeasureLinkCostUnderLoad(transport, hosts, out));
   if (transport.rank() == 0 && !cache_file.empty()) WriteCache(cache_file, *out);
   return Status::OK();
 }
@@ -130,9 +155,10 @@ Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const Hos
   // there is none and rank 1 stands in (its L and G then go unused).
   const std::vector<int>& home = hosts.ranks_of_host(hosts.host_of(0));
   const int intra_peer = home.size() > 1 ? home[1] : 1;
-  LinkCost intra{};
-  TFDIST_RETURN_IF_ERROR(CalibrateIntraHost(transport, intra_peer, config, &intra));
-  LinkCost inter = intra;
+  // Between hosts first: the intra-host probe's 64 MiB messages teach the
+  // MPI waits (polling_budget.h) to sleep rather than poll, which would
+  // inflate a latency measured right after them.
+  LinkCost inter{};
   if (hosts.host_count() > 1) {
     if (config.inter_host_latency_seconds > 0 && config.inter_host_seconds_per_byte > 0) {
       inter = LinkCost{config.inter_host_latency_seconds, config.inter_host_seconds_per_byte};
@@ -141,6 +167,12 @@ Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const Hos
       while (hosts.same_host(0, inter_peer)) ++inter_peer;
       TFDIST_RETURN_IF_ERROR(MeasureLinkCostTo(links, inter_peer, &inter));
     }
+  }
+  LinkCost intra{};
+  TFDIST_RETURN_IF_ERROR(CalibrateIntraHost(transport, hosts, intra_peer, config, &intra));
+  if (hosts.host_count() == 1) {
+    inter = intra;
+  } else {
     // Reducing a byte costs the host's time wherever the byte came from.
     inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
     inter.memory_seconds_per_byte = 0.0;
