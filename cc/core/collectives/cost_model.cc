@@ -175,11 +175,13 @@ double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, doubl
 }
 
 // Handing one segment's cross-host allreduce to the side thread and waiting
-// for it: two condition-variable wake-ups.
-constexpr double kSegmentHandoffSeconds = 20e-6;
+// for it: two condition-variable wake-ups, each a wait for a core where
+// ranks outnumber them.
+constexpr double kSegmentHandoffSeconds = 50e-6;
 // Segments below this gain nothing from overlap that their latency and
-// hand-over do not cost again, and more would only multiply small messages.
-constexpr size_t kMinSegmentBytes = size_t{256} << 10;
+// hand-over do not cost again: at 2x2 on two cores, 4 MiB in 256 KiB
+// segments took twice as long as unsegmented.
+constexpr size_t kMinSegmentBytes = size_t{2} << 20;
 constexpr int kMaxSegments = 64;
 
 // Seconds of hierarchical allreduce in `segments` pipeline segments.

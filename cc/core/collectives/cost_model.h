@@ -78,7 +78,7 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
 
 // How many pipeline segments hierarchical allreduce cuts `bytes` into on
 // `layout`: the argmin of its predicted time over 1 .. 64 segments of at
-// least 256 KiB (cost_model.cc). 1 where there is nothing to overlap (one
+// least 2 MiB (cost_model.cc). 1 where there is nothing to overlap (one
 // host, or one rank per host). Deterministic, like ChooseAllreduce.
 int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network);
 
