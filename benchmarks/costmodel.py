@@ -289,6 +289,7 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         command = [_find_mpirun(), "-np", str(config["np"]), "--oversubscribe", "--bind-to",
                    "none", sys.executable, str(Path(__file__).resolve()), "--worker", str(out)]
         started = time.perf_counter()
+        load_before = os.getloadavg()[0]
         completed = subprocess.run(command, env=env, cwd=scratch, capture_output=True,
                                    text=True, timeout=timeout)
         if completed.returncode != 0 or not out.exists():
@@ -297,6 +298,10 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         result = json.loads(out.read_text())
     result["name"] = name
     result["wall_s"] = time.perf_counter() - started
+    # The machine's 1-minute load average before and after the job: how
+    # much else was running (the job itself adds its ranks).
+    result["load_average"] = [load_before, os.getloadavg()[0]]
+    result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return result
 
 
@@ -450,6 +455,9 @@ def main(argv: Sequence[str]) -> int:
                         help="seconds one configuration's job may take")
     parser.add_argument("--markdown", metavar="JSON",
                         help="print the tables of docs/cost_model.md from a results file and exit")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other configurations already in the results file "
+                             "(one configuration per run, e.g. under an exclusive lock)")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -459,11 +467,17 @@ def main(argv: Sequence[str]) -> int:
         return 0
 
     results = []
+    earlier: List[Dict[str, Any]] = []
+    if args.merge and Path(args.json).exists():
+        earlier = [r for r in json.loads(Path(args.json).read_text())["configurations"]
+                   if r["name"] not in args.configs]
     for name in args.configs:
         result = run_configuration(name, args.timeout)
         print_result(result)
         sys.stdout.flush()
         results.append(result)
+    order = list(CONFIGURATIONS)
+    results = sorted(earlier + results, key=lambda r: order.index(r["name"]))
     summary = summarize(results)
     print(f"\npredictions within 25%: {summary['predictions_within_25pct']:.0%} of "
           f"{summary['cells']} cells (goal 80%); auto within 10% of the fastest: "
