@@ -93,7 +93,7 @@ class HostTimer:
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
         cost = runtime.network_cost()
-        self.network = (ctypes.c_double * 11)(*cost.values())  # in network_cost()'s order
+        self.network = (ctypes.c_double * 10)(*cost.values())  # in network_cost()'s order
         self.handle = MPI._handleof(comm)
         lib = _engine.load()
         self._allreduce = lib.tfdist_costmodel_allreduce_seconds
@@ -350,8 +350,7 @@ def print_result(result: Dict[str, Any]) -> None:
           f" inter L={_format_seconds(cost['inter_latency_s'])} "
           f"G={cost['inter_seconds_per_byte']:.3g} s/B")
     if cost.get("memory_seconds_per_byte"):
-        print(f"   intra with every rank busy: L={_format_seconds(cost['loaded_latency_s'])}, "
-              f"past the cache G={cost['memory_seconds_per_byte']:.3g} s/B "
+        print(f"   intra with every rank busy, past the cache: G={cost['memory_seconds_per_byte']:.3g} s/B "
               f"R={cost['memory_reduce_seconds_per_byte']:.3g} s/B; "
               f"{cost['ranks_per_machine']:.0f} ranks on {cost['cores_per_machine']:.0f} cores, "
               f"cache {cost['cache_bytes'] / 2 ** 20:.0f} MiB")

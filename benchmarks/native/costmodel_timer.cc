@@ -70,7 +70,7 @@ extern "C" {
 // each after a barrier, and stores this rank's seconds for each in
 // `seconds[0..iterations)`. `host_of_rank` labels every rank's host;
 // `bytes_per_second` > 0 emulates links between hosts (with `latency_s`);
-// `network` = the 11 values of tfdist.runtime.network_cost, in its order,
+// `network` = the 10 values of tfdist.runtime.network_cost, in its order,
 // is the cost hierarchical chooses its segments and cross-host algorithm by. Collective over the
 // communicator. Returns 0, or a StatusCode with the message in `error`.
 __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
@@ -87,7 +87,6 @@ __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
   cost.ranks_per_machine = static_cast<int>(network[7]);
   cost.cores_per_machine = static_cast<int>(network[8]);
   cost.cache_bytes = network[9];
-  cost.intra.loaded_latency_s = network[10];
   for (int i = 0; i < iterations && status.ok(); ++i) {
     MPI_Barrier(links.comm());
     const double start = MPI_Wtime();

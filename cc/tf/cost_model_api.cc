@@ -8,11 +8,11 @@
 
 extern "C" {
 
-// Fills 11 values: intra-host latency, seconds per byte and reduce seconds
+// Fills 10 values: intra-host latency, seconds per byte and reduce seconds
 // per byte; inter-host latency and seconds per byte; intra-host memory
 // seconds per byte and memory reduce seconds per byte; ranks on the
-// machine, its cores and its cache bytes; intra-host latency with every
-// rank busy (cost_model.h) -- 11 in all. 0, or -1 when not initialized.
+// machine, its cores and its cache bytes (cost_model.h). 0, or -1 when not
+// initialized.
 int tfdist_network_cost(double* out) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
@@ -27,7 +27,6 @@ int tfdist_network_cost(double* out) {
   out[7] = cost.ranks_per_machine;
   out[8] = cost.cores_per_machine;
   out[9] = cost.cache_bytes;
-  out[10] = cost.intra.loaded_latency_s;
   return 0;
 }
 

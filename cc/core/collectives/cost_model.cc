@@ -28,12 +28,14 @@
 // With every rank on one host these are the formulas above.
 // Machine load (NetworkCost): L, G and R are what one pair measured with the
 // machine otherwise idle. In a collective every rank on the machine copies
-// and reduces at once. So the intra-host latency is the one measured with
-// every rank busy (LinkCost::loaded_latency_s); once the collective's
-// buffers (2 * bytes per rank, on every rank of the machine) outgrow the
-// last-level cache, G and R are the memory costs, also measured with every
-// rank busy; below that, G and R are multiplied by
-// max(1, ranks_per_machine / cores_per_machine).
+// and reduces at once. So once the collective's buffers (2 * bytes per
+// rank, on every rank of the machine) outgrow the last-level cache, G and R
+// are the memory costs, measured with every rank busy; below that, G and R
+// are multiplied by max(1, ranks_per_machine / cores_per_machine).
+// Latencies are the idle pair's: with ranks on every core, a latency
+// measured under load is bimodal (microseconds while a pair holds two
+// cores, milliseconds when it waits for a scheduler turn), and its median
+// swung from 4.5 us to 4 ms between runs at 8 ranks on 2 cores.
 //
 // Hierarchical (uniform layouts, H hosts of k ranks), pipelined in S
 // segments of m/S bytes (hierarchical_allreduce.cc):
@@ -224,7 +226,6 @@ double PredictHierarchical(const HostLayout& layout, size_t bytes, const Network
 NetworkCost UnderLoad(const NetworkCost& network, size_t bytes) {
   NetworkCost loaded = network;
   LinkCost& intra = loaded.intra;
-  if (intra.loaded_latency_s > 0) intra.latency_s = intra.loaded_latency_s;
   const double footprint = 2.0 * static_cast<double>(bytes) * network.ranks_per_machine;
   const bool past_cache = network.cache_bytes > 0 && footprint > network.cache_bytes &&
                           intra.memory_seconds_per_byte > 0 &&
@@ -436,25 +437,17 @@ Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
   const int partner =
       partner_local < static_cast<int>(mates.size()) ? mates[partner_local] : -1;
   const bool initiator = partner >= 0 && me < partner;
-  // {loaded L, memory G, memory R} as rank 0 measured them.
-  double measured[3] = {0.0, 0.0, 0.0};
+  // {memory G, memory R} as rank 0 measured them.
+  double measured[2] = {0.0, 0.0};
   {
     std::vector<float> accumulator(kMemoryProbeBytes / sizeof(float), 0.0f);
     unsigned char* probe = reinterpret_cast<unsigned char*>(accumulator.data());
     if (partner >= 0) {
-      std::vector<double> small;
       std::vector<double> large;
-      TFDIST_RETURN_IF_ERROR(RoundTrips(transport, partner, initiator, probe, kLatencyProbeBytes,
-                                        kLatencyWarmups, kLatencyRounds, &small));
       TFDIST_RETURN_IF_ERROR(RoundTrips(transport, partner, initiator, probe, kMemoryProbeBytes,
                                         kMemoryWarmups, kMemoryRounds, &large));
       if (initiator) {
-        // The median: under load a hop's typical wake-up is what a
-        // collective of many hops pays, not the luckiest round's.
-        std::nth_element(small.begin(), small.begin() + small.size() / 2, small.end());
-        measured[0] = std::max(small[small.size() / 2] / 2.0, kMinLatencySeconds);
-        measured[1] = std::max((Fastest(large) / 2.0 - measured[0]) /
-                                   static_cast<double>(kMemoryProbeBytes),
+        measured[0] = std::max(Fastest(large) / 2.0 / static_cast<double>(kMemoryProbeBytes),
                                kMinSecondsPerByte);
       }
     }
@@ -470,12 +463,11 @@ Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
         samples.push_back(elapsed.count() / static_cast<double>(kMemoryProbeBytes));
       }
     }
-    measured[2] = Fastest(samples);
+    measured[1] = Fastest(samples);
   }
   TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
-  out->loaded_latency_s = measured[0];
-  out->memory_seconds_per_byte = measured[1];
-  out->memory_reduce_seconds_per_byte = measured[2];
+  out->memory_seconds_per_byte = measured[0];
+  out->memory_reduce_seconds_per_byte = measured[1];
   return Status::OK();
 }
 

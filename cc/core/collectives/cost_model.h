@@ -31,10 +31,6 @@ struct LinkCost {
   // of one pair, served from cache, shows. 0: the in-cache costs.
   double memory_seconds_per_byte = 0.0;
   double memory_reduce_seconds_per_byte = 0.0;
-  // The latency while every rank of the machine is busy (where ranks
-  // outnumber cores, mostly the wait for the peer to be scheduled); what a
-  // collective's intra-host hops pay. 0: latency_s.
-  double loaded_latency_s = 0.0;
 };
 
 // What a single-rank group reports (nothing to measure): 2 us and 10 GB/s,
@@ -106,11 +102,11 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out);
 Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out);
 
 // The intra-host costs of a machine that every rank keeps busy, as during
-// a collective: all ranks at once ping-pong with a partner on their host
-// (local ranks 2i and 2i+1) 8 B messages (LinkCost::loaded_latency_s, the
-// median) and 64 MiB ones (memory_seconds_per_byte), and reduce 64 MiB of
-// float32 (memory_reduce_seconds_per_byte); rank 0's numbers for every
-// rank (0 where rank 0 has no partner). About 0.3-1 s and 192 MiB per rank
+// a collective: all ranks at once ping-pong 64 MiB messages with a partner
+// on their host (local ranks 2i and 2i+1; memory_seconds_per_byte) and
+// reduce 64 MiB of float32 (memory_reduce_seconds_per_byte); rank 0's
+// numbers for every rank (0 where rank 0 has no partner). About 0.3-1 s
+// and 128 MiB per rank
 // on shared memory: for calibration at start-up, within hosts only.
 // Collective. Leaves the other fields of `out` alone.
 Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,

@@ -18,7 +18,7 @@ namespace {
 // The measurement is between ranks 0 and 1, so it depends on which hosts
 // they run on; the cache file is named after both. v3: the fastest round
 // trip (v2 files hold medians, which a loaded machine inflates); v4: also
-// the costs with every rank busy (LinkCost::memory_*, loaded_latency_s).
+// the costs with every rank busy (LinkCost::memory_*).
 Status CacheFileName(MpiTransport& transport, const std::string& dir, std::string* out) {
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int length = 0;
@@ -37,13 +37,11 @@ bool ReadCache(const std::string& file, LinkCost* out) {
   std::ifstream in(file);
   LinkCost cost{};
   if (!(in >> cost.latency_s >> cost.seconds_per_byte >> cost.reduce_seconds_per_byte >>
-        cost.memory_seconds_per_byte >> cost.memory_reduce_seconds_per_byte >>
-        cost.loaded_latency_s)) {
+        cost.memory_seconds_per_byte >> cost.memory_reduce_seconds_per_byte)) {
     return false;
   }
   if (cost.latency_s <= 0 || cost.seconds_per_byte <= 0 || cost.reduce_seconds_per_byte < 0 ||
-      cost.memory_seconds_per_byte < 0 || cost.memory_reduce_seconds_per_byte < 0 ||
-      cost.loaded_latency_s < 0) {
+      cost.memory_seconds_per_byte < 0 || cost.memory_reduce_seconds_per_byte < 0) {
     return false;
   }
   *out = cost;
@@ -58,7 +56,7 @@ void WriteCache(const std::string& file, const LinkCost& cost) {
     outfile.precision(17);
     outfile << cost.latency_s << " " << cost.seconds_per_byte << " "
             << cost.reduce_seconds_per_byte << " " << cost.memory_seconds_per_byte << " "
-            << cost.memory_reduce_seconds_per_byte << " " << cost.loaded_latency_s << "\n";
+            << cost.memory_reduce_seconds_per_byte << "\n";
     if (!outfile) return;
   }
   std::rename(temporary.c_str(), file.c_str());
