@@ -133,6 +133,32 @@ TFDIST_TEST(MeasureLinkCostAgreesAcrossRanks) {
   CHECK_EQ(single.seconds_per_byte, tfdist::kDefaultLinkCost.seconds_per_byte);
 }
 
+TFDIST_TEST(MeasureLinkCostUnderLoadAgreesAcrossRanks) {
+  // Three ranks on one host: ranks 0 and 1 pair up, rank 2 has no partner
+  // and still reduces; every rank gets rank 0's numbers, and the fields the
+  // measurement does not own are left alone.
+  const tfdist::HostLayout one_host(3);
+  std::vector<LinkCost> measured(3, LinkCost{7.0, 8.0, 9.0});
+  const std::vector<tfdist::Status> statuses =
+      tfdist::RunOnThreads(3, [&](tfdist::Transport& transport) {
+        return tfdist::MeasureLinkCostUnderLoad(transport, one_host,
+                                                &measured[transport.rank()]);
+      });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_OK(statuses[rank]);
+    CHECK(measured[rank].memory_seconds_per_byte > 0 &&
+          std::isfinite(measured[rank].memory_seconds_per_byte));
+    CHECK(measured[rank].memory_reduce_seconds_per_byte > 0 &&
+          std::isfinite(measured[rank].memory_reduce_seconds_per_byte));
+    CHECK_EQ(measured[rank].memory_seconds_per_byte, measured[0].memory_seconds_per_byte);
+    CHECK_EQ(measured[rank].memory_reduce_seconds_per_byte,
+             measured[0].memory_reduce_seconds_per_byte);
+    CHECK_EQ(measured[rank].latency_s, 7.0);
+    CHECK_EQ(measured[rank].seconds_per_byte, 8.0);
+    CHECK_EQ(measured[rank].reduce_seconds_per_byte, 9.0);
+  }
+}
+
 TFDIST_TEST(TwoLinkModelChargesStepsThatCrossHosts) {
   using tfdist::HostLayout;
   using tfdist::NetworkCost;
