@@ -363,20 +363,19 @@ Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, s
   return Status::OK();
 }
 
-// Fastest time per byte of reducing a float32 vector of `bytes` into
-// another (`rounds` tries).
-double FastestReduceSecondsPerByte(size_t bytes = kBandwidthProbeBytes,
-                                   int rounds = kReduceRounds) {
-  const size_t count = bytes / sizeof(float);
+// Fastest time per byte of reducing a float32 vector of kBandwidthProbeBytes
+// into another.
+double FastestReduceSecondsPerByte() {
+  const size_t count = kBandwidthProbeBytes / sizeof(float);
   std::vector<float> accumulator(count, 1.0f), incoming(count, 2.0f);
   std::vector<double> samples;
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = 0; round < kReduceRounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     ReduceInto(accumulator.data(), incoming.data(), count, DataType::kFloat32,
                ReduceOp::kSum);
     const std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
-    samples.push_back(elapsed.count() / static_cast<double>(bytes));
+    samples.push_back(elapsed.count() / static_cast<double>(kBandwidthProbeBytes));
   }
   return Fastest(samples);
 }
