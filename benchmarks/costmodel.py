@@ -71,7 +71,7 @@ class HostTimer:
     TensorFlow (benchmarks/native/costmodel_timer.cc, built by benchmarks/_engine.py).
 
     It is told what the runtime knows through tfdist's public API: every rank's host,
-    the emulated link, and the inter-host link cost hierarchical chooses by.
+    the emulated link, and the link costs hierarchical chooses by.
     """
 
     def __init__(self, comm) -> None:
@@ -93,9 +93,7 @@ class HostTimer:
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
         cost = runtime.network_cost()
-        self.inter_host = (ctypes.c_double * 3)(cost["inter_latency_s"],
-                                                cost["inter_seconds_per_byte"],
-                                                cost["reduce_seconds_per_byte"])
+        self.network = (ctypes.c_double * 10)(*cost.values())  # in network_cost()'s order
         self.handle = MPI._handleof(comm)
         lib = _engine.load()
         self._allreduce = lib.tfdist_costmodel_allreduce_seconds
@@ -119,7 +117,7 @@ class HostTimer:
         seconds = (ctypes.c_double * iterations)()
         error = ctypes.create_string_buffer(1024)
         code = self._allreduce(self.handle, self.host_of_rank, self.bandwidth, self.latency,
-                               self.inter_host, _library.allreduce_algorithms().index(algorithm),
+                               self.network, _library.allreduce_algorithms().index(algorithm),
                                buffer.ctypes.data, buffer.size, FLOAT32, iterations, seconds,
                                error, len(error))
         if code:
@@ -291,6 +289,7 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         command = [_find_mpirun(), "-np", str(config["np"]), "--oversubscribe", "--bind-to",
                    "none", sys.executable, str(Path(__file__).resolve()), "--worker", str(out)]
         started = time.perf_counter()
+        load_before = os.getloadavg()[0]
         completed = subprocess.run(command, env=env, cwd=scratch, capture_output=True,
                                    text=True, timeout=timeout)
         if completed.returncode != 0 or not out.exists():
@@ -299,6 +298,10 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         result = json.loads(out.read_text())
     result["name"] = name
     result["wall_s"] = time.perf_counter() - started
+    # The machine's 1-minute load average before and after the job: how
+    # much else was running (the job itself adds its ranks).
+    result["load_average"] = [load_before, os.getloadavg()[0]]
+    result["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return result
 
 
@@ -346,6 +349,11 @@ def print_result(result: Dict[str, Any]) -> None:
           f"G={cost['intra_seconds_per_byte']:.3g} s/B R={cost['reduce_seconds_per_byte']:.3g} s/B;"
           f" inter L={_format_seconds(cost['inter_latency_s'])} "
           f"G={cost['inter_seconds_per_byte']:.3g} s/B")
+    if cost.get("memory_seconds_per_byte"):
+        print(f"   intra with every rank busy, past the cache: G={cost['memory_seconds_per_byte']:.3g} s/B "
+              f"R={cost['memory_reduce_seconds_per_byte']:.3g} s/B; "
+              f"{cost['ranks_per_machine']:.0f} ranks on {cost['cores_per_machine']:.0f} cores, "
+              f"cache {cost['cache_bytes'] / 2 ** 20:.0f} MiB")
     print(f"   {'bytes':>9} {'algorithm':<13} {'predicted':>10} {'measured':>10} {'ratio':>6}"
           f" {'median':>10}  {'auto':<13} {'fastest':<13}")
     by_size: Dict[int, List[Dict[str, Any]]] = {}
@@ -446,6 +454,9 @@ def main(argv: Sequence[str]) -> int:
                         help="seconds one configuration's job may take")
     parser.add_argument("--markdown", metavar="JSON",
                         help="print the tables of docs/cost_model.md from a results file and exit")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other configurations already in the results file "
+                             "(one configuration per run, e.g. under an exclusive lock)")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -455,11 +466,17 @@ def main(argv: Sequence[str]) -> int:
         return 0
 
     results = []
+    earlier: List[Dict[str, Any]] = []
+    if args.merge and Path(args.json).exists():
+        earlier = [r for r in json.loads(Path(args.json).read_text())["configurations"]
+                   if r["name"] not in args.configs]
     for name in args.configs:
         result = run_configuration(name, args.timeout)
         print_result(result)
         sys.stdout.flush()
         results.append(result)
+    order = list(CONFIGURATIONS)
+    results = sorted(earlier + results, key=lambda r: order.index(r["name"]))
     summary = summarize(results)
     print(f"\npredictions within 25%: {summary['predictions_within_25pct']:.0%} of "
           f"{summary['cells']} cells (goal 80%); auto within 10% of the fastest: "

@@ -236,12 +236,17 @@ def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
 def network_cost() -> Dict[str, float]:
     """Both link classes of the cost model: within a host (``intra_*``: latency,
     wire seconds per byte, reduce seconds per byte) and between hosts
-    (``inter_*``: latency, wire seconds per byte); equal on a one-host job."""
-    values = (ctypes.c_double * 5)()
+    (``inter_*``: latency, wire seconds per byte); equal on a one-host job. Also
+    the intra-host costs past the last-level cache, measured with every rank of the
+    machine busy (``memory_*``; 0 if not measured), and the machine they are shared on
+    (``ranks_per_machine``, ``cores_per_machine``, ``cache_bytes``; 0 if unknown)."""
+    values = (ctypes.c_double * 10)()
     if _library.control().tfdist_network_cost(values) != 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
     return dict(zip(("intra_latency_s", "intra_seconds_per_byte", "reduce_seconds_per_byte",
-                     "inter_latency_s", "inter_seconds_per_byte"), values))
+                     "inter_latency_s", "inter_seconds_per_byte", "memory_seconds_per_byte",
+                     "memory_reduce_seconds_per_byte", "ranks_per_machine",
+                     "cores_per_machine", "cache_bytes"), values))
 
 
 def predict_allreduce_seconds(nbytes: int, algorithm: str) -> float:

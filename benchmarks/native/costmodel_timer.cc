@@ -70,19 +70,23 @@ extern "C" {
 // each after a barrier, and stores this rank's seconds for each in
 // `seconds[0..iterations)`. `host_of_rank` labels every rank's host;
 // `bytes_per_second` > 0 emulates links between hosts (with `latency_s`);
-// `inter_host` = {latency, seconds per byte, reduce seconds per byte} is the
-// cost hierarchical chooses its cross-host algorithm by. Collective over the
+// `network` = the 10 values of tfdist.runtime.network_cost, in its order,
+// is the cost hierarchical chooses its segments and cross-host algorithm by. Collective over the
 // communicator. Returns 0, or a StatusCode with the message in `error`.
 __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
     uintptr_t comm_handle, const int* host_of_rank, double bytes_per_second, double latency_s,
-    const double* inter_host, int algorithm, void* buffer, uint64_t count, int dtype,
+    const double* network, int algorithm, void* buffer, uint64_t count, int dtype,
     int iterations, double* seconds, char* error, int error_length) {
   HostLinks links;
   tfdist::Status status = links.Open(reinterpret_cast<MPI_Comm>(comm_handle), host_of_rank,
                                      bytes_per_second, latency_s);
   if (!status.ok()) return Fail(status, error, error_length);
   const tfdist::HostLayout hosts = tfdist::HostLayout::FromHostLabels(links.host_of_rank());
-  const tfdist::LinkCost cost{inter_host[0], inter_host[1], inter_host[2]};
+  tfdist::NetworkCost cost{{network[0], network[1], network[2], network[5], network[6]},
+                           {network[3], network[4], network[2]}};
+  cost.ranks_per_machine = static_cast<int>(network[7]);
+  cost.cores_per_machine = static_cast<int>(network[8]);
+  cost.cache_bytes = network[9];
   for (int i = 0; i < iterations && status.ok(); ++i) {
     MPI_Barrier(links.comm());
     const double start = MPI_Wtime();

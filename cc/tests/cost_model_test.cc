@@ -133,6 +133,32 @@ TFDIST_TEST(MeasureLinkCostAgreesAcrossRanks) {
   CHECK_EQ(single.seconds_per_byte, tfdist::kDefaultLinkCost.seconds_per_byte);
 }
 
+TFDIST_TEST(MeasureLinkCostUnderLoadAgreesAcrossRanks) {
+  // Three ranks on one host: ranks 0 and 1 pair up, rank 2 has no partner
+  // and still reduces; every rank gets rank 0's numbers, and the fields the
+  // measurement does not own are left alone.
+  const tfdist::HostLayout one_host(3);
+  std::vector<LinkCost> measured(3, LinkCost{7.0, 8.0, 9.0});
+  const std::vector<tfdist::Status> statuses =
+      tfdist::RunOnThreads(3, [&](tfdist::Transport& transport) {
+        return tfdist::MeasureLinkCostUnderLoad(transport, one_host,
+                                                &measured[transport.rank()]);
+      });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_OK(statuses[rank]);
+    CHECK(measured[rank].memory_seconds_per_byte > 0 &&
+          std::isfinite(measured[rank].memory_seconds_per_byte));
+    CHECK(measured[rank].memory_reduce_seconds_per_byte > 0 &&
+          std::isfinite(measured[rank].memory_reduce_seconds_per_byte));
+    CHECK_EQ(measured[rank].memory_seconds_per_byte, measured[0].memory_seconds_per_byte);
+    CHECK_EQ(measured[rank].memory_reduce_seconds_per_byte,
+             measured[0].memory_reduce_seconds_per_byte);
+    CHECK_EQ(measured[rank].latency_s, 7.0);
+    CHECK_EQ(measured[rank].seconds_per_byte, 8.0);
+    CHECK_EQ(measured[rank].reduce_seconds_per_byte, 9.0);
+  }
+}
+
 TFDIST_TEST(TwoLinkModelChargesStepsThatCrossHosts) {
   using tfdist::HostLayout;
   using tfdist::NetworkCost;
@@ -166,16 +192,24 @@ TFDIST_TEST(TwoLinkModelChargesStepsThatCrossHosts) {
              2 * (1e-6 + m / 8 * 1e-10) + m / 8 * 2e-10 +
                  2 * (1e-5 + m / 4 * 8e-9) + m / 4 * 2e-10 +
                  2 * (1e-5 + m / 2 * 8e-9) + m / 2 * 2e-10));
-  // Hierarchical on 2 x 2: ring reduce-scatter and allgather of two shards
-  // within a host, and the best flat algorithm for one shard across two hosts.
-  const double within = 2 * (1e-6 + m / 2 * 1e-10) + 0.5 * m * 1e-10;
+  // Hierarchical on 2 x 2, pipelined in S segments: per segment a ring
+  // reduce-scatter (a) and allgather (b) of two shards within a host, and the
+  // best flat algorithm for one shard across two hosts (x); the slower
+  // stream sets the pace, each segment costs one 50 us hand-over.
+  const int S = tfdist::HierarchicalSegments(two_by_two, size_t{1} << 20, network);
+  CHECK_EQ(S, 1);  // 1 MiB: segments would be below 2 MiB
+  const double segment = m / S;
+  const double b = 1e-6 + segment / 2 * 1e-10;
+  const double a = b + 0.5 * segment * 1e-10;
   const LinkCost across = {1e-5, 8e-9, 2e-10};
-  double best = 1e9;
+  double x = 1e9;
   for (AllreduceAlgorithm flat : {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly,
                                   AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRabenseifner}) {
-    best = std::min(best, tfdist::PredictAllreduceSeconds(flat, 2, size_t{1} << 19, across));
+    x = std::min(x, tfdist::PredictAllreduceSeconds(flat, 2, (size_t{1} << 19) / S, across));
   }
-  CHECK(Near(predict(AllreduceAlgorithm::kHierarchical, two_by_two), within + best));
+  const double pipelined =
+      S == 1 ? a + x + b : a + x + b + (S - 1) * std::max(a + b, x) + S * 50e-6;
+  CHECK(Near(predict(AllreduceAlgorithm::kHierarchical, two_by_two), pipelined));
 }
 
 TFDIST_TEST(ChooseAllreduceTakesHierarchicalAcrossSlowLinks) {
@@ -227,6 +261,45 @@ TFDIST_TEST(MeasureNetworkCostSeesTheEmulatedLink) {
   for (int rank = 1; rank < 4; ++rank) {
     CHECK_EQ(measured[rank].inter.seconds_per_byte, cost.inter.seconds_per_byte);
   }
+}
+
+TFDIST_TEST(MachineLoadChargesMemoryAndSharedCores) {
+  using tfdist::HostLayout;
+  using tfdist::NetworkCost;
+  const LinkCost in_cache = {1e-6, 1e-10, 1e-10};
+  LinkCost measured = in_cache;
+  measured.memory_seconds_per_byte = 4e-10;
+  measured.memory_reduce_seconds_per_byte = 3e-10;
+  const LinkCost from_memory = {1e-6, 4e-10, 3e-10};
+  NetworkCost two_ranks = tfdist::UniformNetwork(measured);
+  two_ranks.ranks_per_machine = 2;
+  two_ranks.cores_per_machine = 2;
+  two_ranks.cache_bytes = 32 << 20;
+  const size_t small = size_t{1} << 20;  // 2 ranks x 2 x 1 MiB: in cache
+  const size_t large = size_t{64} << 20;
+  for (AllreduceAlgorithm algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kButterfly}) {
+    CHECK(Near(tfdist::PredictAllreduceSeconds(algorithm, HostLayout(2), small, two_ranks),
+               tfdist::PredictAllreduceSeconds(algorithm, 2, small, in_cache)));
+    CHECK(Near(tfdist::PredictAllreduceSeconds(algorithm, HostLayout(2), large, two_ranks),
+               tfdist::PredictAllreduceSeconds(algorithm, 2, large, from_memory)));
+  }
+  // Four ranks on two cores: every in-cache intra-host byte costs twice as
+  // much; the memory costs were measured with every rank busy, as they are.
+  NetworkCost four_ranks = two_ranks;
+  four_ranks.ranks_per_machine = 4;
+  const LinkCost shared = {1e-6, 2e-10, 2e-10};
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), small,
+                                             four_ranks),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, small, shared)));
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), large,
+                                             four_ranks),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, from_memory)));
+  // Unknown cores and cache: the measured in-cache costs, as before.
+  NetworkCost unknown = tfdist::UniformNetwork(measured);
+  unknown.ranks_per_machine = 4;
+  CHECK(Near(tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, HostLayout(4), large,
+                                             unknown),
+             tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kRing, 4, large, in_cache)));
 }
 
 }  // namespace tfdist_test

@@ -2,8 +2,10 @@
 // of every shape the sweep allows: one host, one rank per host, H x L for
 // every divisor H of P, hosts of interleaved ranks, and counts 0, 1, < L,
 // < P and larger; every reducible dtype and op on a representative set of
-// layouts, rendezvous sends on all of them. Also the subgroup view it is
-// built on, and its refusal of hosts of unequal size.
+// layouts, rendezvous sends on all of them. The pipeline in forced segment
+// counts (more segments than elements too), in place and reading a separate
+// input, which must be left untouched. Also the subgroup view it is built
+// on, and its refusal of hosts of unequal size.
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@ using tfdist::HostLayout;
 using tfdist::InProcessFabric;
 using tfdist::InProcessSendMode;
 using tfdist::LinkCost;
+using tfdist::NetworkCost;
 using tfdist::ReduceOp;
 using tfdist::Status;
 using tfdist::RunOnThreads;
@@ -32,6 +35,7 @@ using tfdist::Transport;
 // A slow inter-host link, so that cross groups pick bandwidth algorithms for
 // large shards and butterfly for small ones: both paths get exercised.
 constexpr LinkCost kInterHost = {1e-5, 1e-9, 1e-10};
+constexpr NetworkCost kNetwork = {{1e-6, 1e-10, 1e-10}, kInterHost};
 
 std::string Describe(const HostLayout& layout) {
   std::string text = "hosts=";
@@ -41,8 +45,10 @@ std::string Describe(const HostLayout& layout) {
   return text;
 }
 
+// `segments` 0: the cost model's count, in place, through RunAllreduce.
+// Otherwise that many segments, out of place when `separate_input`.
 void CheckHierarchical(const HostLayout& layout, size_t count, DataType dtype, ReduceOp op,
-                       InProcessSendMode mode) {
+                       InProcessSendMode mode, int segments = 0, bool separate_input = false) {
   const int size = layout.size();
   std::vector<Bytes> buffers;
   for (int rank = 0; rank < size; ++rank) {
@@ -51,17 +57,29 @@ void CheckHierarchical(const HostLayout& layout, size_t count, DataType dtype, R
   const Bytes expected = SequentialReduce(buffers, count, dtype, op);
   const std::string label = Describe(layout) + " count=" + std::to_string(count) + " " +
                             tfdist::DataTypeName(dtype) + " " + tfdist::ReduceOpName(op) +
-                            " " + SendModeName(mode);
+                            " " + SendModeName(mode) + " segments=" +
+                            std::to_string(segments) + (separate_input ? " out of place" : "");
+  const std::vector<Bytes> inputs = buffers;
+  std::vector<Bytes> outputs(size, Bytes(buffers[0].size(), 0xA5));
   InProcessFabric fabric(size, FabricOptions(mode));
   const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& transport) {
-    return tfdist::RunAllreduce(AllreduceAlgorithm::kHierarchical, transport, layout,
-                                kInterHost, buffers[transport.rank()].data(), count, dtype,
-                                op);
+    const int rank = transport.rank();
+    if (segments == 0) {
+      return tfdist::RunAllreduce(AllreduceAlgorithm::kHierarchical, transport, layout,
+                                  kNetwork, buffers[rank].data(), count, dtype, op);
+    }
+    void* output = separate_input ? outputs[rank].data() : buffers[rank].data();
+    return tfdist::HierarchicalAllreduce(transport, layout, kNetwork, buffers[rank].data(),
+                                         output, count, dtype, op, segments);
   });
   for (int rank = 0; rank < size; ++rank) {
     CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"), label << " rank " << rank);
-    CHECK_EQ_MSG(FirstMismatch(buffers[rank], expected, tfdist::DataTypeSize(dtype)), -1LL,
+    const Bytes& result = separate_input ? outputs[rank] : buffers[rank];
+    CHECK_EQ_MSG(FirstMismatch(result, expected, tfdist::DataTypeSize(dtype)), -1LL,
                  label << " rank " << rank << ": first wrong element");
+    if (separate_input) {
+      CHECK_EQ_MSG(buffers[rank] == inputs[rank], true, label << " rank " << rank << ": input written");
+    }
   }
   CHECK_EQ_MSG(fabric.UndeliveredMessageCount(), size_t{0}, label << ": stray messages");
 }
@@ -139,11 +157,60 @@ TFDIST_TEST(HierarchicalAllreduceEveryLayoutRendezvous) {
                     InProcessSendMode::kRendezvous);
 }
 
+TFDIST_TEST(HierarchicalAllreducePipelinedSegments) {
+  // Segment counts that divide the buffer, that do not, and that exceed the
+  // element count; in place and out of place; buffered and rendezvous.
+  const std::vector<HostLayout> layouts = {
+      HostLayout::Consecutive(4, 2), HostLayout::Consecutive(6, 3),
+      HostLayout::Consecutive(6, 2), HostLayout::Consecutive(8, 2),
+      HostLayout::Consecutive(3, 3), HostLayout::Consecutive(3, 1),
+      HostLayout::FromHostLabels({0, 1, 0, 1})};
+  for (const HostLayout& layout : layouts) {
+    for (size_t count : {size_t{1}, size_t{5}, size_t{1000}, size_t{70001}}) {
+      for (int segments : {1, 2, 3, 8}) {
+        for (bool separate_input : {false, true}) {
+          CheckHierarchical(layout, count, DataType::kFloat32, ReduceOp::kSum,
+                            InProcessSendMode::kRendezvous, segments, separate_input);
+        }
+      }
+    }
+  }
+  for (DataType dtype : ReducibleDataTypes()) {
+    for (ReduceOp op : AllReduceOps()) {
+      CheckHierarchical(HostLayout::Consecutive(4, 2), 1001, dtype, op,
+                        InProcessSendMode::kBuffered, 4, true);
+      CheckHierarchical(HostLayout::Consecutive(6, 3), 37, dtype, op,
+                        InProcessSendMode::kRendezvous, 3, false);
+    }
+  }
+}
+
+TFDIST_TEST(HierarchicalSegmentsFromTheCostModel) {
+  const HostLayout two_by_two = HostLayout::Consecutive(4, 2);
+  const NetworkCost network = {{1e-6, 2e-10, 2e-10}, {50e-6, 8e-10, 0.0}};
+  // Small messages are not cut; large ones are, within the bounds.
+  CHECK_EQ(tfdist::HierarchicalSegments(two_by_two, 4096, network), 1);
+  const int large = tfdist::HierarchicalSegments(two_by_two, size_t{64} << 20, network);
+  CHECK(large > 1 && large <= 64);
+  // Nothing to overlap: one host, or one rank per host.
+  CHECK_EQ(tfdist::HierarchicalSegments(HostLayout(4), size_t{64} << 20, network), 1);
+  CHECK_EQ(tfdist::HierarchicalSegments(HostLayout::Consecutive(4, 4), size_t{64} << 20,
+                                        network), 1);
+  // The pipelined prediction hides the faster stream: below the sum of the
+  // phases run one after another, above the slower of them alone.
+  const double pipelined = tfdist::PredictAllreduceSeconds(AllreduceAlgorithm::kHierarchical,
+                                                           two_by_two, size_t{64} << 20, network);
+  const double cross_alone = tfdist::PredictAllreduceSeconds(
+      AllreduceAlgorithm::kButterfly, 2, size_t{32} << 20, network.inter);
+  CHECK(pipelined > cross_alone * 0.99);
+  CHECK(pipelined < cross_alone * 1.5);
+}
+
 TFDIST_TEST(HierarchicalAllreduceRefusesUnequalHosts) {
   const HostLayout uneven = HostLayout::FromHostLabels({0, 0, 1});
   const std::vector<Status> statuses = RunOnThreads(3, [&](Transport& transport) {
     float value = 1.0f;
-    return tfdist::HierarchicalAllreduce(transport, uneven, kInterHost, &value, 1,
+    return tfdist::HierarchicalAllreduce(transport, uneven, kNetwork, &value, 1,
                                          DataType::kFloat32, ReduceOp::kSum);
   });
   for (const Status& status : statuses) {

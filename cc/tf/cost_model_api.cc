@@ -8,8 +8,11 @@
 
 extern "C" {
 
-// Fills intra-host latency, seconds per byte and reduce seconds per byte,
-// then inter-host latency and seconds per byte; 0, or -1 when not initialized.
+// Fills 10 values: intra-host latency, seconds per byte and reduce seconds
+// per byte; inter-host latency and seconds per byte; intra-host memory
+// seconds per byte and memory reduce seconds per byte; ranks on the
+// machine, its cores and its cache bytes (cost_model.h). 0, or -1 when not
+// initialized.
 int tfdist_network_cost(double* out) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
@@ -19,6 +22,11 @@ int tfdist_network_cost(double* out) {
   out[2] = cost.intra.reduce_seconds_per_byte;
   out[3] = cost.inter.latency_s;
   out[4] = cost.inter.seconds_per_byte;
+  out[5] = cost.intra.memory_seconds_per_byte;
+  out[6] = cost.intra.memory_reduce_seconds_per_byte;
+  out[7] = cost.ranks_per_machine;
+  out[8] = cost.cores_per_machine;
+  out[9] = cost.cache_bytes;
   return 0;
 }
 

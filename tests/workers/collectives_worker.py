@@ -80,6 +80,25 @@ def check_sum_identity(rank, size):
             assert np.all(y.numpy() == size * (size + 1) / 2), (algorithm, n)
 
 
+def check_hierarchical_pipelined(rank, size):
+    # Large enough for several pipeline segments on virtual hosts (segments
+    # of at least 2 MiB), with uneven segments and shards; the input must be
+    # read where it lies and left as it was.
+    n = 3_000_007
+    base = (np.arange(n) % 7 + 1).astype(np.float32)
+    for dtype, op in ((tf.float32, tfdist.Sum), (tf.float32, tfdist.Average),
+                      (tf.int32, tfdist.Max)):
+        x = tf.constant((rank + 1) * base, dtype=dtype)
+        y = tfdist.allreduce(x, op=op, algorithm="hierarchical",
+                             name=f"hierarchical.pipelined.{dtype.name}.{op.name}")
+        factors = {tfdist.Sum: size * (size + 1) / 2, tfdist.Average: (size + 1) / 2,
+                   tfdist.Max: size}
+        np.testing.assert_allclose(y.numpy(), factors[op] * base, rtol=1e-6,
+                                   err_msg=f"hierarchical {dtype.name} {op.name}")
+        np.testing.assert_array_equal(x.numpy(), ((rank + 1) * base).astype(
+            dtype.as_numpy_dtype), err_msg="hierarchical wrote its input")
+
+
 def check_scaling(rank, size):
     x = tf.constant(contribution(rank, (10,), tfdist.Sum), tf.float64)
     y = tfdist.allreduce(x, op=tfdist.Sum, prescale_factor=0.5, postscale_factor=3.0)
@@ -262,6 +281,7 @@ def main():
     check_topology(rank, size)
     checked = check_allreduce_matrix(rank, size)
     check_sum_identity(rank, size)
+    check_hierarchical_pipelined(rank, size)
     check_scaling(rank, size)
     check_allgather(rank, size)
     check_broadcast(rank, size)

@@ -12,16 +12,16 @@ namespace tfdist {
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
-  return RunAllreduce(algorithm, transport, HostLayout(transport.size()), kDefaultLinkCost,
-                      buffer, count, dtype, op);
+  return RunAllreduce(algorithm, transport, HostLayout(transport.size()),
+                      UniformNetwork(kDefaultLinkCost), buffer, count, dtype, op);
 }
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
-                    const HostLayout& layout, const LinkCost& inter_host,
+                    const HostLayout& layout, const NetworkCost& network,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
   switch (algorithm) {
     case AllreduceAlgorithm::kHierarchical:
-      return HierarchicalAllreduce(transport, layout, inter_host, buffer, count, dtype, op);
+      return HierarchicalAllreduce(transport, layout, network, buffer, count, dtype, op);
     case AllreduceAlgorithm::kTree:
       return TreeAllreduce(transport, buffer, count, dtype, op);
     case AllreduceAlgorithm::kButterfly:

@@ -17,11 +17,11 @@ namespace tfdist {
 
 // `algorithm` must be kTree, kButterfly, kRing, kRabenseifner or
 // kHierarchical; kAuto and kMpi are resolved by the caller (the runtime)
-// before it gets here. `layout` (which host each rank is on) and
-// `inter_host` (the link cost between hosts) are what kHierarchical needs;
+// before it gets here. `layout` (which host each rank is on) and `network`
+// (the link costs within and between hosts) are what kHierarchical needs;
 // the flat algorithms ignore them.
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
-                    const HostLayout& layout, const LinkCost& inter_host,
+                    const HostLayout& layout, const NetworkCost& network,
                     void* buffer, size_t count, DataType dtype, ReduceOp op);
 
 // The same with every rank on one host (kHierarchical then reduces within

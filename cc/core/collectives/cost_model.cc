@@ -26,14 +26,32 @@
 //   T_ring = 2(P-1) * (L_chain + (m/P)*G_slow) + (P-1)/P * m*max(0, R-G_slow),
 //   L_chain = (c/P)*L_inter + (1 - c/P)*L_intra,  G_slow = G_inter if c > 0.
 // With every rank on one host these are the formulas above.
-// Hierarchical (uniform layouts, H hosts of k ranks):
-//   T_hier = (k-1) * (L_i + (m/k)*G_i) + (k-1)/k * m*max(0, R-G_i)   reduce-scatter
-//          + min over flat algorithms of T(H ranks, m/k, inter link)  across hosts
-//          + (k-1) * (L_i + (m/k)*G_i)                               allgather
+// Machine load (NetworkCost): L, G and R are what one pair measured with the
+// machine otherwise idle. In a collective every rank on the machine copies
+// and reduces at once. So once the collective's buffers (2 * bytes per
+// rank, on every rank of the machine) outgrow the last-level cache, G and R
+// are the memory costs, measured with every rank busy; below that, G and R
+// are multiplied by max(1, ranks_per_machine / cores_per_machine).
+// Latencies are the idle pair's: with ranks on every core, a latency
+// measured under load is bimodal (microseconds while a pair holds two
+// cores, milliseconds when it waits for a scheduler turn), and its median
+// swung from 4.5 us to 4 ms between runs at 8 ranks on 2 cores.
+//
+// Hierarchical (uniform layouts, H hosts of k ranks), pipelined in S
+// segments of m/S bytes (hierarchical_allreduce.cc):
+//   a = (k-1) * (L_i + (m/Sk)*G_i) + (k-1)/k * (m/S)*max(0, R-G_i)   reduce-scatter
+//   x = min over flat algorithms of T(H ranks, m/Sk, inter link)      across hosts
+//   b = (k-1) * (L_i + (m/Sk)*G_i)                                    allgather
+//   T_hier = a + x + b + (S-1) * max(a + b, x) + S * handoff
+// The caller's thread runs a and b of every segment, a side thread x, so
+// after the first segment's reduce-scatter the slower of the two streams
+// sets the pace and the faster is hidden; each segment costs one hand-over
+// between the threads. S is the argmin (HierarchicalSegments).
 #include "cc/core/collectives/cost_model.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -158,40 +176,106 @@ double PredictFlat(AllreduceAlgorithm algorithm, const HostLayout& layout, doubl
   return std::numeric_limits<double>::infinity();
 }
 
+// Handing one segment's cross-host allreduce to the side thread and waiting
+// for it: two condition-variable wake-ups, each a wait for a core where
+// ranks outnumber them.
+constexpr double kSegmentHandoffSeconds = 50e-6;
+// Segments below this gain nothing from overlap that their latency and
+// hand-over do not cost again: at 2x2 on two cores, 4 MiB in 256 KiB
+// segments took twice as long as unsegmented.
+constexpr size_t kMinSegmentBytes = size_t{2} << 20;
+constexpr int kMaxSegments = 64;
+
+// Seconds of hierarchical allreduce in `segments` pipeline segments.
+double PredictHierarchicalSegmented(const HostLayout& layout, double m,
+                                    const NetworkCost& network, int segments) {
+  const double S = segments;
+  const double k = layout.ranks_per_host();
+  const LinkCost& intra = network.intra;
+  const double segment = m / S;
+  const double allgather = (k - 1.0) * Message(intra, segment / k);
+  const double reduce_scatter =
+      allgather + (k - 1.0) / k * segment *
+                      std::max(0.0, intra.reduce_seconds_per_byte - intra.seconds_per_byte);
+  // One rank per host, every link between hosts, reducing at the host's R.
+  const HostLayout cross = HostLayout::Consecutive(layout.host_count(), layout.host_count());
+  NetworkCost across = {network.inter, network.inter};
+  across.intra.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  across.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  const size_t shard = static_cast<size_t>(std::ceil(segment / k));
+  double crossing = std::numeric_limits<double>::infinity();
+  for (AllreduceAlgorithm flat : kFlatCandidates) {
+    crossing = std::min(crossing, PredictAllreduceSeconds(flat, cross, shard, across));
+  }
+  if (segments == 1) return reduce_scatter + crossing + allgather;
+  return reduce_scatter + crossing + allgather +
+         (S - 1.0) * std::max(reduce_scatter + allgather, crossing) +
+         S * kSegmentHandoffSeconds;
+}
+
 double PredictHierarchical(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
   if (!layout.uniform() || layout.host_count() < 2) {
     return std::numeric_limits<double>::infinity();
   }
-  const double m = static_cast<double>(bytes);
-  const int per_host = layout.ranks_per_host();
-  const double L = per_host;
-  const LinkCost& intra = network.intra;
-  const double within = per_host == 1 ? 0.0
-      : 2.0 * (L - 1.0) * Message(intra, m / L) +
-        (L - 1.0) / L * m * std::max(0.0, intra.reduce_seconds_per_byte - intra.seconds_per_byte);
-  // One rank per host, every link between hosts.
-  const HostLayout cross = HostLayout::Consecutive(layout.host_count(), layout.host_count());
-  const NetworkCost across = {network.inter, network.inter};
-  const size_t shard = (bytes + per_host - 1) / per_host;
-  double best = std::numeric_limits<double>::infinity();
-  for (AllreduceAlgorithm flat : kFlatCandidates) {
-    NetworkCost with_reduction = across;
-    with_reduction.intra.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
-    with_reduction.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
-    best = std::min(best, PredictAllreduceSeconds(flat, cross, shard, with_reduction));
+  return PredictHierarchicalSegmented(layout, static_cast<double>(bytes), network,
+                                      HierarchicalSegments(layout, bytes, network));
+}
+
+// The network as a collective of `bytes` on every rank sees it (the file
+// comment's machine load).
+NetworkCost UnderLoad(const NetworkCost& network, size_t bytes) {
+  NetworkCost loaded = network;
+  LinkCost& intra = loaded.intra;
+  const double footprint = 2.0 * static_cast<double>(bytes) * network.ranks_per_machine;
+  const bool past_cache = network.cache_bytes > 0 && footprint > network.cache_bytes &&
+                          intra.memory_seconds_per_byte > 0 &&
+                          intra.memory_reduce_seconds_per_byte > 0;
+  if (past_cache) {
+    intra.seconds_per_byte = intra.memory_seconds_per_byte;
+    intra.reduce_seconds_per_byte = intra.memory_reduce_seconds_per_byte;
+  } else if (network.cores_per_machine > 0 &&
+             network.ranks_per_machine > network.cores_per_machine) {
+    const double sharing =
+        static_cast<double>(network.ranks_per_machine) / network.cores_per_machine;
+    intra.seconds_per_byte *= sharing;
+    intra.reduce_seconds_per_byte *= sharing;
   }
-  return within + best;
+  // Reducing a byte costs the host's R wherever the byte came from.
+  loaded.inter.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;
+  // Already applied: a second pass must not apply it again.
+  loaded.cache_bytes = 0.0;
+  loaded.cores_per_machine = 0;
+  return loaded;
 }
 
 }  // namespace
 
+int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network) {
+  if (!layout.uniform() || layout.host_count() < 2 || layout.ranks_per_host() < 2) return 1;
+  const NetworkCost loaded = UnderLoad(network, bytes);
+  const int most = static_cast<int>(
+      std::clamp<size_t>(bytes / kMinSegmentBytes, 1, static_cast<size_t>(kMaxSegments)));
+  const double m = static_cast<double>(bytes);
+  int best = 1;
+  double best_seconds = PredictHierarchicalSegmented(layout, m, loaded, 1);
+  for (int segments = 2; segments <= most; ++segments) {
+    const double seconds = PredictHierarchicalSegmented(layout, m, loaded, segments);
+    if (seconds < best_seconds) {  // strict: ties keep fewer segments
+      best = segments;
+      best_seconds = seconds;
+    }
+  }
+  return best;
+}
+
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& layout,
                                size_t bytes, const NetworkCost& network) {
   if (layout.size() <= 1) return 0.0;
+  const NetworkCost loaded = UnderLoad(network, bytes);
   if (algorithm == AllreduceAlgorithm::kHierarchical) {
-    return PredictHierarchical(layout, bytes, network);
+    return PredictHierarchical(layout, bytes, loaded);
   }
-  return PredictFlat(algorithm, layout, static_cast<double>(bytes), network);
+  return PredictFlat(algorithm, layout, static_cast<double>(bytes), loaded);
 }
 
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
@@ -227,6 +311,10 @@ namespace {
 constexpr size_t kLatencyProbeBytes = 8;
 constexpr size_t kBandwidthProbeBytes = size_t{4} << 20;  // 4 MiB
 constexpr int kReduceRounds = 5;
+// Past any last-level cache of today's CPUs, so that bytes come from memory.
+constexpr size_t kMemoryProbeBytes = size_t{64} << 20;  // 64 MiB
+constexpr int kMemoryWarmups = 1;
+constexpr int kMemoryRounds = 2;
 constexpr int kLatencyWarmups = 3;
 constexpr int kLatencyRounds = 21;
 constexpr int kBandwidthWarmups = 1;
@@ -243,13 +331,10 @@ double Fastest(const std::vector<double>& values) {
   return *std::min_element(values.begin(), values.end());
 }
 
-// Rank 0 sends and waits for the echo; rank `echo` echoes. Returns rank 0's
-// fastest round-trip time (the echo returns 0).
-Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, size_t bytes,
-                       int warmups, int rounds, double* seconds) {
-  const bool initiator = transport.rank() == 0;
-  const int peer = initiator ? echo : 0;
-  std::vector<double> samples;
+// This rank and `peer` bounce `bytes` back and forth; the initiator sends
+// first. Returns the initiator's round-trip times (the echo returns none).
+Status RoundTrips(Transport& transport, int peer, bool initiator, unsigned char* buffer,
+                  size_t bytes, int warmups, int rounds, std::vector<double>* samples) {
   for (int round = 0; round < warmups + rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     if (initiator) {
@@ -261,14 +346,25 @@ Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, s
     }
     const std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
-    if (round >= warmups) samples.push_back(elapsed.count());
+    if (round >= warmups && initiator) samples->push_back(elapsed.count());
   }
+  return Status::OK();
+}
+
+// Rank 0 sends and waits for the echo; rank `echo` echoes. Returns rank 0's
+// fastest round-trip time (the echo returns 0).
+Status FastestRoundTrip(Transport& transport, int echo, unsigned char* buffer, size_t bytes,
+                       int warmups, int rounds, double* seconds) {
+  const bool initiator = transport.rank() == 0;
+  std::vector<double> samples;
+  TFDIST_RETURN_IF_ERROR(RoundTrips(transport, initiator ? echo : 0, initiator, buffer, bytes,
+                                    warmups, rounds, &samples));
   *seconds = initiator ? Fastest(samples) : 0.0;
   return Status::OK();
 }
 
 // Fastest time per byte of reducing a float32 vector of kBandwidthProbeBytes
-// into another, both larger than most caches, like gradients.
+// into another.
 double FastestReduceSecondsPerByte() {
   const size_t count = kBandwidthProbeBytes / sizeof(float);
   std::vector<float> accumulator(count, 1.0f), incoming(count, 2.0f);
@@ -326,6 +422,51 @@ Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out) {
   out->latency_s = measured[0];
   out->seconds_per_byte = measured[1];
   out->reduce_seconds_per_byte = measured[2];
+  return Status::OK();
+}
+
+Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
+                                LinkCost* out) {
+  // Everyone starts together: the broadcast releases all ranks at once.
+  unsigned char go = 1;
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, &go, sizeof go, 0));
+  const int me = transport.rank();
+  const std::vector<int>& mates = layout.ranks_of_host(layout.host_of(me));
+  const int partner_local = layout.local_rank(me) ^ 1;
+  const int partner =
+      partner_local < static_cast<int>(mates.size()) ? mates[partner_local] : -1;
+  const bool initiator = partner >= 0 && me < partner;
+  // {memory G, memory R} as rank 0 measured them.
+  double measured[2] = {0.0, 0.0};
+  {
+    std::vector<float> accumulator(kMemoryProbeBytes / sizeof(float), 0.0f);
+    unsigned char* probe = reinterpret_cast<unsigned char*>(accumulator.data());
+    if (partner >= 0) {
+      std::vector<double> large;
+      TFDIST_RETURN_IF_ERROR(RoundTrips(transport, partner, initiator, probe, kMemoryProbeBytes,
+                                        kMemoryWarmups, kMemoryRounds, &large));
+      if (initiator) {
+        measured[0] = std::max(Fastest(large) / 2.0 / static_cast<double>(kMemoryProbeBytes),
+                               kMinSecondsPerByte);
+      }
+    }
+    // Every rank reduces at once, as in a collective.
+    std::vector<float> incoming(accumulator.size(), 2.0f);
+    std::vector<double> samples;
+    for (int round = 0; round < kMemoryWarmups + kMemoryRounds; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      ReduceInto(accumulator.data(), incoming.data(), accumulator.size(), DataType::kFloat32,
+                 ReduceOp::kSum);
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+      if (round >= kMemoryWarmups) {
+        samples.push_back(elapsed.count() / static_cast<double>(kMemoryProbeBytes));
+      }
+    }
+    measured[1] = Fastest(samples);
+  }
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, measured, sizeof(measured), /*root=*/0));
+  out->memory_seconds_per_byte = measured[0];
+  out->memory_reduce_seconds_per_byte = measured[1];
   return Status::OK();
 }
 

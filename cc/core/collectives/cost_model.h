@@ -23,6 +23,14 @@ struct LinkCost {
   double latency_s;
   double seconds_per_byte;
   double reduce_seconds_per_byte = 0.0;
+  // The same two per-byte costs for collectives whose buffers on one
+  // machine no longer fit its last-level cache (NetworkCost::cache_bytes):
+  // moving and reducing bytes from and to memory, measured on 64 MiB with
+  // every rank of the machine doing the same (MeasureLinkCostUnderLoad).
+  // A copy within a host then costs several times what a 4 MiB ping-pong
+  // of one pair, served from cache, shows. 0: the in-cache costs.
+  double memory_seconds_per_byte = 0.0;
+  double memory_reduce_seconds_per_byte = 0.0;
 };
 
 // What a single-rank group reports (nothing to measure): 2 us and 10 GB/s,
@@ -35,6 +43,17 @@ constexpr LinkCost kDefaultLinkCost = {2e-6, 1e-10, 0.0};
 struct NetworkCost {
   LinkCost intra;
   LinkCost inter;
+  // The machine the ranks of a host run on (rank 0's; the real machine, so
+  // with virtual hosts every virtual host). During a collective every rank
+  // copies and reduces at once: where ranks outnumber cores they share them,
+  // and each in-cache intra-host byte costs ranks/cores times what one pair
+  // measured (the memory costs are measured with every rank busy already).
+  // Buffers of ranks_per_machine * 2 * bytes (data and receive scratch)
+  // beyond cache_bytes make the memory costs apply. 0 cores or cache: unknown,
+  // not modelled.
+  int ranks_per_machine = 1;
+  int cores_per_machine = 0;
+  double cache_bytes = 0.0;
 };
 
 // Both classes equal `link`: the one-host (or one-link) model.
@@ -52,6 +71,12 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, const HostLayout& l
 // The one-host form: P ranks, every link `link`.
 double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
                                size_t bytes, const LinkCost& link);
+
+// How many pipeline segments hierarchical allreduce cuts `bytes` into on
+// `layout`: the argmin of its predicted time over 1 .. 64 segments of at
+// least 2 MiB (cost_model.cc). 1 where there is nothing to overlap (one
+// host, or one rank per host). Deterministic, like ChooseAllreduce.
+int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network);
 
 // The modelled-fastest of tree, butterfly, ring, Rabenseifner and
 // hierarchical. Exact ties go to the first in the order butterfly,
@@ -75,6 +100,17 @@ Status MeasureLinkCost(Transport& transport, LinkCost* out);
 
 // The same between ranks 0 and `peer` (1 <= peer < P).
 Status MeasureLinkCostTo(Transport& transport, int peer, LinkCost* out);
+
+// The intra-host costs of a machine that every rank keeps busy, as during
+// a collective: all ranks at once ping-pong 64 MiB messages with a partner
+// on their host (local ranks 2i and 2i+1; memory_seconds_per_byte) and
+// reduce 64 MiB of float32 (memory_reduce_seconds_per_byte); rank 0's
+// numbers for every rank (0 where rank 0 has no partner). About 0.3-1 s
+// and 128 MiB per rank
+// on shared memory: for calibration at start-up, within hosts only.
+// Collective. Leaves the other fields of `out` alone.
+Status MeasureLinkCostUnderLoad(Transport& transport, const HostLayout& layout,
+                                LinkCost* out);
 
 // Both link classes of `layout`: intra between rank 0 and the next rank on
 // its host, inter between rank 0 and the first rank of the next host. A

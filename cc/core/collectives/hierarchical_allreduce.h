@@ -11,14 +11,25 @@
 
 namespace tfdist {
 
-// In-place two-level allreduce; see hierarchical_allreduce.cc. `layout`
-// describes the ranks of `transport` and must be uniform (every host the
-// same number of ranks; InvalidArgument otherwise). `inter_host` is the
-// link cost between hosts, from which each cross-host group picks its flat
-// algorithm; every rank must pass the same values.
+// Two-level allreduce, pipelined in segments; see hierarchical_allreduce.cc.
+// `layout` describes the ranks of `transport` and must be uniform (every
+// host the same number of ranks; InvalidArgument otherwise). `network` is
+// the two link classes, from which the cost model picks the segment count
+// and each cross-host group its flat algorithm; every rank must pass the
+// same values. Reads `input` once and leaves the result in `output`
+// (`count` elements each); `input == output` is in place, otherwise the two
+// must not overlap. `segments` > 0 forces that many pipeline segments
+// (tests); 0 takes the cost model's HierarchicalSegments.
 Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
-                             const LinkCost& inter_host, void* buffer, size_t count,
-                             DataType dtype, ReduceOp op);
+                             const NetworkCost& network, const void* input, void* output,
+                             size_t count, DataType dtype, ReduceOp op, int segments = 0);
+
+// In place.
+inline Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
+                                    const NetworkCost& network, void* buffer, size_t count,
+                                    DataType dtype, ReduceOp op) {
+  return HierarchicalAllreduce(transport, layout, network, buffer, buffer, count, dtype, op);
+}
 
 }  // namespace tfdist
 

@@ -10,6 +10,7 @@
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
+#include "cc/core/collectives/hierarchical_allreduce.h"
 #include "cc/core/collectives/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
@@ -56,9 +57,7 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_(buffer, count, dtype, op);
   }
-  LinkCost inter_host = network_.inter;
-  inter_host.reduce_seconds_per_byte = network_.intra.reduce_seconds_per_byte;
-  return RunAllreduce(algorithm, wire_, hosts_, inter_host, buffer, count, dtype, op);
+  return RunAllreduce(algorithm, wire_, hosts_, network_, buffer, count, dtype, op);
 }
 
 namespace {
@@ -257,8 +256,17 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   } else if (in_place && group[0]->input != buffer) {
     AdviseHugePages(buffer, bytes);
   }
+  // Hierarchical reads the input where it lies and writes the result into
+  // the output (its reduce-scatter copies each segment in just before
+  // reducing into it, while it is in cache), so a plain copy of a large
+  // input into TensorFlow's fresh output is not paid as a pass of its own.
+  const bool hierarchical_from_input = in_place && !stand_in &&
+                                       algorithm == AllreduceAlgorithm::kHierarchical &&
+                                       group[0]->input != buffer && PackScale(d) == 1.0;
   int64_t start = timeline_.NowMicros();
-  if (in_place) {
+  if (hierarchical_from_input) {
+    // Nothing to copy in.
+  } else if (in_place) {
     CopyIn(*group[0], buffer, d.dtype, total);
     timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
   } else {
@@ -285,7 +293,10 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   }
 
   start = timeline_.NowMicros();
-  Status status = ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
+  Status status = hierarchical_from_input
+                      ? HierarchicalAllreduce(wire_, hosts_, network_, group[0]->input, buffer,
+                                              total, accumulation, d.op)
+                      : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));
   if (!status.ok()) return status;

@@ -20,6 +20,7 @@ class CountingTransport : public Transport {
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
+  bool AllowsConcurrentCalls() const override { return inner_.AllowsConcurrentCalls(); }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data, size_t bytes,
                                        int tag) override {

@@ -114,6 +114,8 @@ class InProcessFabric::RankTransport : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return fabric_->size(); }
+  // Every mailbox is guarded by its own mutex.
+  bool AllowsConcurrentCalls() const override { return true; }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data, size_t bytes,
                                        int tag) override {

@@ -70,6 +70,9 @@ Status MpiTransport::Create(MPI_Comm comm, std::unique_ptr<MpiTransport>* out) {
 MpiTransport::MpiTransport(MPI_Comm duplicate) : comm_(duplicate) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  thread_multiple_ = provided == MPI_THREAD_MULTIPLE;
 }
 
 MpiTransport::~MpiTransport() {

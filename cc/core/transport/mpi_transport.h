@@ -23,6 +23,7 @@ class MpiTransport : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool AllowsConcurrentCalls() const override { return thread_multiple_; }
   MPI_Comm comm() const { return comm_; }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
@@ -34,6 +35,7 @@ class MpiTransport : public Transport {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  bool thread_multiple_ = false;  // MPI was initialised at MPI_THREAD_MULTIPLE
 };
 
 }  // namespace tfdist

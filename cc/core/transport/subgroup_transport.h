@@ -20,6 +20,7 @@ class SubgroupTransport : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
+  bool AllowsConcurrentCalls() const override { return parent_.AllowsConcurrentCalls(); }
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data, size_t bytes,
                                        int tag) override;
   std::unique_ptr<PendingOp> StartRecv(int peer, void* data, size_t bytes,

@@ -36,6 +36,13 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // Whether two threads of this rank may start and wait on operations at
+  // the same time (with disjoint peers). An algorithm that overlaps two
+  // message streams on two threads asks first, and otherwise runs them one
+  // after the other. False unless an implementation knows better: MPI
+  // allows it only at MPI_THREAD_MULTIPLE.
+  virtual bool AllowsConcurrentCalls() const { return false; }
+
   virtual std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
                                                size_t bytes, int tag) = 0;
   virtual std::unique_ptr<PendingOp> StartRecv(int peer, void* data,
