@@ -22,8 +22,9 @@ CRC-32 (ISA-L's, about 30 GB/s here, or zlib's at 3-4 GB/s when isal is
 not installed: the same checksum) releases the GIL, and detects every burst error
 up to 32 bits and every odd number of flipped bits, which fletcher32 does not.
 
-This module imports neither TensorFlow nor the rest of tfdist, so that the
-background writer and the crash tests need only h5py and numpy.
+This module (and direct_io, which writes the large arrays) imports neither
+TensorFlow nor the rest of tfdist, so that the background writer and the
+crash tests need only h5py and numpy.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import h5py
 import numpy as np
 
+from tfdist.checkpoint import direct_io
+
 try:  # ISA-L's CRC-32: the same checksum as zlib's, about 7x as fast here (PCLMULQDQ)
     from isal.isal_zlib import crc32 as _crc32_update
 except ImportError:  # optional (scripts/setup.sh installs it where it can): zlib's
@@ -50,9 +53,9 @@ READABLE_VERSIONS = (1, 2)
 GROUPS = ("model", "optimizer", "variables")
 FILE_NAME = re.compile(r"^ckpt-(\d{10})\.h5$")
 TEMP_MARK = ".tmp."
-# Datasets are contiguous, written and checksummed in slices of this many
-# bytes: h5py holds the GIL for the whole of one write call, and the training
-# thread needs it between steps; the CRC of a slice runs while it is in cache.
+# CRCs are computed, and h5py's writes of small datasets made, in slices of
+# this many bytes: one call holds the GIL throughout, and the training thread
+# needs it between steps.
 SLICE_BYTES = 4 << 20
 
 
@@ -118,20 +121,52 @@ def _crc32(flat: np.ndarray) -> int:
     return _crc32_update(np.ascontiguousarray(flat).reshape(-1).view(np.uint8)) if flat.size else 0
 
 
-def _write_dataset(group: h5py.Group, key: str, array: np.ndarray) -> int:
-    """Writes ``array`` flat under ``key``; returns the CRC-32 of its bytes."""
+def _crc32_handing_over(flat: np.ndarray) -> int:
+    """The CRC-32 of ``flat``'s bytes, slice by slice, handing the GIL over between slices."""
+    crc = 0
+    for _, piece in _slices(flat):
+        crc = _crc32_update(piece.view(np.uint8), crc)
+        # Without the hand-over a training thread that asked for the GIL waited
+        # up to 9 ms here (the switch interval is 5 ms); with it, 3 ms, as idle.
+        time.sleep(0)
+    return crc
+
+
+# A large dataset's bytes, written after HDF5 has laid out the file: (file offset, bytes).
+PendingData = List[Tuple[int, np.ndarray]]
+
+
+def _direct_layout() -> h5py.h5p.PropDCID:
+    """Contiguous, its space allocated at creation, never filled: HDF5 fixes the
+    dataset's file offset and writes none of its bytes (direct_io does)."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return dcpl
+
+
+def _write_dataset(group: h5py.Group, key: str, array: np.ndarray, pending: PendingData) -> int:
+    """Stores ``array`` flat under ``key``; returns the CRC-32 of its bytes.
+
+    A large array only gets its place in the file here; its bytes are added to
+    ``pending``, for direct_io to write once the file is closed.
+    """
     flat = np.ascontiguousarray(_storable(array)).reshape(-1)
+    crc = _crc32_handing_over(flat)
     # One-dimensional on disk, so that slices are easy whatever the shape;
     # the manifest keeps the real shape.
-    dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype)
-    crc = 0
+    if flat.nbytes >= direct_io.DIRECT_MIN_BYTES:
+        dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype,
+                                       dcpl=_direct_layout())
+        offset = dataset.id.get_offset()
+        if offset is not None:
+            pending.append((offset, flat))
+            return crc
+    else:
+        dataset = group.create_dataset(key, shape=flat.shape, dtype=flat.dtype)
     for start, piece in _slices(flat):
         dataset[start:start + piece.size] = piece
-        crc = _crc32_update(piece.view(np.uint8), crc)
-        # Hands the GIL over between slices: without it a training thread that
-        # asked for it waited up to 9 ms here (the switch interval is 5 ms)
-        # while the writer ran from slice to slice; with it, 3 ms, as idle.
-        time.sleep(0)
+        time.sleep(0)  # the GIL hand-over, as above
     return crc
 
 
@@ -156,27 +191,33 @@ def write(path: str, contents: Contents) -> None:
     manifest: Dict[str, Any] = {
         "step": int(contents.step), "extra": contents.extra,
         "world_size": int(contents.world_size), "groups": {}, "rank_state": []}
-    with h5py.File(path, "w") as handle:
+    pending: PendingData = []
+    # Large datasets start at page-aligned offsets, as direct writes need.
+    with h5py.File(path, "w", alignment_threshold=direct_io.DIRECT_MIN_BYTES,
+                   alignment_interval=direct_io.ALIGNMENT) as handle:
         for group_name in GROUPS:
             arrays = contents.groups.get(group_name, [])
             paths = contents.paths.get(group_name, [])
             group = handle.create_group(group_name)
             manifest["groups"][group_name] = [
-                array_entry(a, p, _write_dataset(group, f"{index:05d}", a))
+                array_entry(a, p, _write_dataset(group, f"{index:05d}", a, pending))
                 for index, (a, p) in enumerate(zip(arrays, paths))]
         states = handle.create_group("rank_state")
         for rank, state in enumerate(contents.rank_states):
             group = states.create_group(f"{rank:05d}")
             names = sorted(state)
             manifest["rank_state"].append(
-                [array_entry(state[n], n, _write_dataset(group, f"{index:05d}", state[n]))
+                [array_entry(state[n], n,
+                             _write_dataset(group, f"{index:05d}", state[n], pending))
                  for index, n in enumerate(names)])
         text = json.dumps(manifest, sort_keys=True)
         handle.attrs["format"] = FORMAT
         handle.attrs["format_version"] = FORMAT_VERSION
         handle.attrs["manifest"] = text
         handle.attrs["digest"] = manifest_digest(text)
-        handle.flush()
+    with direct_io.DataWriter(path) as data_writer:
+        for offset, flat in pending:
+            data_writer.write(offset, flat)
 
 
 Buffers = Mapping[str, Sequence[np.ndarray]]
@@ -209,7 +250,7 @@ def _read_dataset(dataset: h5py.Dataset, entry: Mapping[str, Any], where: str,
         raise CorruptCheckpoint(f"{where}: no fletcher32 filter on a version 1 dataset")
     if version >= 2 and not isinstance(entry.get("crc32"), int):
         raise CorruptCheckpoint(f"{where}: the manifest holds no CRC-32 for it")
-    data = into if into is not None else np.empty(size, stored_dtype)
+    data = into if into is not None else direct_io.aligned_empty((size,), stored_dtype)
     if size:
         try:
             dataset.read_direct(data)  # HDF5 checks fletcher32 here (version 1)

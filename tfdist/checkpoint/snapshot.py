@@ -16,6 +16,8 @@ from typing import Any, Dict, List
 import numpy as np
 import tensorflow as tf
 
+from tfdist.checkpoint.direct_io import aligned_empty
+
 
 def shared_value(variable: Any) -> Any:
     """The variable's value as a tensor that shares its buffer (no copy)."""
@@ -41,7 +43,7 @@ class SnapshotBuffers:
                     and previous[index].dtype == source.dtype):
                 target = previous[index]
             else:
-                target = np.empty_like(source)
+                target = aligned_empty(source.shape, source.dtype)  # written with O_DIRECT
             np.copyto(target, source)
             copies.append(target)
         self._arrays[group] = copies
