@@ -18,7 +18,11 @@ reported:
   same with fsync made a no-op, to compare like with like.
 - ``restore_s``: tfdist.restore (rank 0 reads and verifies the file, then
   broadcasts it to every rank) against load_weights and BackupAndRestore's
-  restore, which load on rank 0 alone.
+  restore, which load on rank 0 alone. save_weights' file is still in the
+  page cache; tfdist's is not, since it is written past the cache (O_DIRECT).
+  ``restore_cold_s``: the same with the file dropped from the page cache
+  first (posix_fadvise DONTNEED), for tfdist and load_weights alike, as after
+  a restart on another host.
 - ``MB/s``: the file's size over save_s and restore_s.
 - ``save_weights.save_fsync_s``: save_weights followed by an fsync of the
   file and its directory, the honest reference for a durable save.
@@ -90,6 +94,16 @@ def fsync_file_and_directory(path: str) -> None:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+def evict_from_page_cache(path: str) -> None:
+    """Drops ``path``'s (clean, fsync'd) pages from the page cache: a read then comes from
+    the disk, as after a restart on another host or once memory pressure has evicted it."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(descriptor)
 
 
 class AlternatingCheckpoints:
@@ -172,6 +186,9 @@ def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: 
         add("tfdist.restore_s", timed(lambda: ckpt.restore(tf_dir, model=model)))
         if rank0:
             add("tfdist.file_mb", file_mb(ckpt.latest(tf_dir)))
+            evict_from_page_cache(ckpt.latest(tf_dir))
+        hvd.barrier()
+        add("tfdist.restore_cold_s", timed(lambda: ckpt.restore(tf_dir, model=model)))
         hvd.barrier()
         if rank0:
             seconds = timed(lambda: model.save_weights(keras_path))
@@ -180,6 +197,8 @@ def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: 
             add("save_weights.save_fsync_s", seconds + timed(lambda: fsync_file_and_directory(
                 keras_path)))
             add("save_weights.restore_s", timed(lambda: model.load_weights(keras_path)))
+            evict_from_page_cache(keras_path)
+            add("save_weights.restore_cold_s", timed(lambda: model.load_weights(keras_path)))
             add("save_weights.file_mb", file_mb(keras_path))
             backup = keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch")
             backup.set_model(model)
@@ -236,8 +255,9 @@ def table(results: List[Dict[str, Any]]) -> str:
     rows.append("")
     rows.append("| model | tfdist save / save_weights | the same, tfdist without fsync | "
                 "tfdist save / (save_weights + fsync) | tfdist restore / load_weights | "
+                "the same, both files out of the page cache | "
                 "throughput with / without a checkpoint every N steps |")
-    rows.append("|---|---|---|---|---|---|")
+    rows.append("|---|---|---|---|---|---|---|")
     for result in results:
         m = result["median"]
         if "save_weights.save_s" in m:
@@ -247,6 +267,7 @@ def table(results: List[Dict[str, Any]]) -> str:
                         f"{m['tfdist.save_nofsync_s'] / m['save_weights.save_s']:.2f} | "
                         f"{m['tfdist.save_s'] / m['save_weights.save_fsync_s']:.2f} | "
                         f"{m['tfdist.restore_s'] / m['save_weights.restore_s']:.2f} | "
+                        f"{m['tfdist.restore_cold_s'] / m['save_weights.restore_cold_s']:.2f} | "
                         f"{m['throughput_ratio']:.3f} (N = {result['checkpoint_every']}; "
                         f"{len(pairs)} pairs, {min(pairs):.3f}-{max(pairs):.3f}) |")
     return "\n".join(rows)
