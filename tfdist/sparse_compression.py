@@ -72,6 +72,14 @@ def _check_op(compressor: str, op: ops.ReduceOp) -> ops.ReduceOp:
     return op
 
 
+def _integer_at_least(compressor: str, name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int, or a ValueError naming the argument (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"Compression.{compressor}: {name} must be an integer >= {minimum}, "
+                         f"got {value!r}")
+    return int(value)
+
+
 def _static_size(tensor: tf.Tensor, name: str, compressor: str) -> int:
     if not tensor.shape.is_fully_defined():
         raise ValueError(f"Compression.{compressor} needs tensors of known shape; "
@@ -119,12 +127,8 @@ class TopKCompressor(Compressor):
                              "in the residual, so it needs error_feedback=True")
         self.ratio = float(ratio)
         self.error_feedback = bool(error_feedback)
-        if (isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral)
-                or start_step < 0):
-            raise ValueError("Compression.topk: start_step must be an integer >= 0, "
-                             f"got {start_step!r}")
         self.momentum = float(momentum)
-        self.start_step = int(start_step)
+        self.start_step = _integer_at_least("topk", "start_step", start_step, 0)
         self.wire = _WireCounter()
 
     def get_config(self) -> Dict[str, Any]:
@@ -235,15 +239,9 @@ class PowerSGDCompressor(Compressor):
     name = "powersgd"
 
     def __init__(self, rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
-            raise ValueError(f"Compression.powersgd: rank must be an integer >= 1, got {rank!r}")
-        if (isinstance(start_step, bool) or not isinstance(start_step, numbers.Integral)
-                or start_step < 0):
-            raise ValueError("Compression.powersgd: start_step must be an integer >= 0, "
-                             f"got {start_step!r}")
-        self.rank = int(rank)
+        self.rank = _integer_at_least("powersgd", "rank", rank, 1)
+        self.start_step = _integer_at_least("powersgd", "start_step", start_step, 0)
         self.error_feedback = bool(error_feedback)
-        self.start_step = int(start_step)
         self.wire = _WireCounter()
 
     def get_config(self) -> Dict[str, Any]:
