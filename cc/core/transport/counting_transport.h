@@ -31,6 +31,12 @@ class CountingTransport : public Transport {
                                        int tag) override {
     return inner_.StartRecv(peer, data, bytes, tag);
   }
+  Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
+                  void* recv_data, size_t recv_bytes, int tag) override {
+    bytes_sent_.fetch_add(send_bytes, std::memory_order_relaxed);
+    return inner_.SendRecv(send_peer, send_data, send_bytes, recv_peer, recv_data, recv_bytes,
+                           tag);
+  }
 
  private:
   Transport& inner_;

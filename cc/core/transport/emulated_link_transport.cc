@@ -120,20 +120,26 @@ bool EmulatedLinkTransport::CrossesHosts(int peer) const {
          host_of_rank_[peer] != host_of_rank_[me];
 }
 
-std::unique_ptr<PendingOp> EmulatedLinkTransport::StartSend(int peer, const void* data,
-                                                            size_t bytes, int tag) {
-  if (!CrossesHosts(peer)) return inner_.StartSend(peer, data, bytes, tag);
-  Clock::time_point left_nic;
-  {
-    std::lock_guard<std::mutex> lock(nic_mutex_);
-    const Clock::time_point start = std::max(Clock::now(), nic_free_);
-    left_nic = start + Seconds(static_cast<double>(bytes) / link_.bytes_per_second);
-    nic_free_ = left_nic;
-  }
+Clock::time_point EmulatedLinkTransport::ReserveNic(size_t bytes) {
+  std::lock_guard<std::mutex> lock(nic_mutex_);
+  const Clock::time_point start = std::max(Clock::now(), nic_free_);
+  nic_free_ = start + Seconds(static_cast<double>(bytes) / link_.bytes_per_second);
+  return nic_free_;
+}
+
+std::unique_ptr<PendingOp> EmulatedLinkTransport::PostSend(int peer, const void* data,
+                                                           size_t bytes, int tag,
+                                                           Clock::time_point left_nic) {
   const Clock::time_point arrival = left_nic + Seconds(link_.latency_s);
   auto op = std::make_unique<EmulatedSendOp>(left_nic, arrival.time_since_epoch().count());
   op->Post(inner_, peer, data, bytes, tag);
   return op;
+}
+
+std::unique_ptr<PendingOp> EmulatedLinkTransport::StartSend(int peer, const void* data,
+                                                            size_t bytes, int tag) {
+  if (!CrossesHosts(peer)) return inner_.StartSend(peer, data, bytes, tag);
+  return PostSend(peer, data, bytes, tag, ReserveNic(bytes));
 }
 
 std::unique_ptr<PendingOp> EmulatedLinkTransport::StartRecv(int peer, void* data,
@@ -142,6 +148,21 @@ std::unique_ptr<PendingOp> EmulatedLinkTransport::StartRecv(int peer, void* data
   auto op = std::make_unique<EmulatedRecvOp>();
   op->Post(inner_, peer, data, bytes, tag);
   return op;
+}
+
+Status EmulatedLinkTransport::SendRecv(int send_peer, const void* send_data, size_t send_bytes,
+                                       int recv_peer, void* recv_data, size_t recv_bytes,
+                                       int tag) {
+  if (!CrossesHosts(send_peer)) {
+    return Transport::SendRecv(send_peer, send_data, send_bytes, recv_peer, recv_data,
+                               recv_bytes, tag);
+  }
+  const Clock::time_point left_nic = ReserveNic(send_bytes);  // dated at the call
+  auto recv = StartRecv(recv_peer, recv_data, recv_bytes, tag);
+  auto send = PostSend(send_peer, send_data, send_bytes, tag, left_nic);
+  const Status recv_status = recv->Wait();
+  const Status send_status = send->Wait();
+  return recv_status.ok() ? send_status : recv_status;
 }
 
 }  // namespace tfdist

@@ -15,7 +15,11 @@
 // carries the arrival time. The receiver's Wait() waits for both, then
 // sleeps until the arrival time; the sender's Wait() sleeps until the
 // message has left its NIC. Both sleep, never spin, so that eight ranks on
-// two cores measure the modelled network rather than CPU contention.
+// two cores measure the modelled network rather than CPU contention. An
+// exchange (SendRecv) dates its outgoing message when it is called, before
+// its receive is posted: on shared memory, posting a receive for a large
+// message that has already been announced copies it right there, and a
+// message that could leave at the call must not wait for that copy.
 // Times are steady_clock (CLOCK_MONOTONIC), which all processes of one
 // machine share: the emulation is for ranks on one machine. Where the wrapped
 // transport itself is slower than the model (a large message at a high
@@ -61,6 +65,8 @@ class EmulatedLinkTransport : public Transport {
                                        int tag) override;
   std::unique_ptr<PendingOp> StartRecv(int peer, void* data, size_t bytes,
                                        int tag) override;
+  Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
+                  void* recv_data, size_t recv_bytes, int tag) override;
 
   const EmulatedLink& link() const { return link_; }
 
@@ -68,6 +74,12 @@ class EmulatedLinkTransport : public Transport {
   using Clock = std::chrono::steady_clock;
 
   bool CrossesHosts(int peer) const;
+  // When a message of `bytes` posted now leaves this rank's NIC; the NIC is
+  // busy until then.
+  Clock::time_point ReserveNic(size_t bytes);
+  // An inter-host send that leaves the NIC at `left_nic`.
+  std::unique_ptr<PendingOp> PostSend(int peer, const void* data, size_t bytes, int tag,
+                                      Clock::time_point left_nic);
 
   Transport& inner_;
   const std::vector<int> host_of_rank_;

@@ -21,4 +21,10 @@ std::unique_ptr<PendingOp> SubgroupTransport::StartRecv(int peer, void* data, si
   return parent_.StartRecv(members_[peer], data, bytes, tag);
 }
 
+Status SubgroupTransport::SendRecv(int send_peer, const void* send_data, size_t send_bytes,
+                                   int recv_peer, void* recv_data, size_t recv_bytes, int tag) {
+  return parent_.SendRecv(members_[send_peer], send_data, send_bytes, members_[recv_peer],
+                          recv_data, recv_bytes, tag);
+}
+
 }  // namespace tfdist

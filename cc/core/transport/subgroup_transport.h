@@ -25,6 +25,8 @@ class SubgroupTransport : public Transport {
                                        int tag) override;
   std::unique_ptr<PendingOp> StartRecv(int peer, void* data, size_t bytes,
                                        int tag) override;
+  Status SendRecv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
+                  void* recv_data, size_t recv_bytes, int tag) override;
 
  private:
   Transport& parent_;

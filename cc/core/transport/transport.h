@@ -52,9 +52,13 @@ class Transport {
   Status Send(int peer, const void* data, size_t bytes, int tag);
   Status Recv(int peer, void* data, size_t bytes, int tag);
   // Sends and receives at the same time, so that two ranks exchanging with
-  // each other never deadlock.
-  Status SendRecv(int send_peer, const void* send_data, size_t send_bytes,
-                  int recv_peer, void* recv_data, size_t recv_bytes, int tag);
+  // each other never deadlock. The receive is posted first (on shared
+  // memory a message that finds its receive posted is copied once, straight
+  // into place). A wrapper forwards it to what it wraps, so that a transport
+  // that must see the exchange as one call (the emulated links date the
+  // outgoing message at the call) does.
+  virtual Status SendRecv(int send_peer, const void* send_data, size_t send_bytes,
+                          int recv_peer, void* recv_data, size_t recv_bytes, int tag);
 };
 
 }  // namespace tfdist
