@@ -92,16 +92,16 @@ class HostTimer:
         self.host_of_rank = (ctypes.c_int * comm.size)(*(host_numbers[v] for v in labels))
         self.bandwidth = float(settings.emulated_bandwidth or 0.0)
         self.latency = float(settings.emulated_latency or 0.0)
-        cost = runtime.network_cost()
-        self.network = (ctypes.c_double * 10)(*cost.values())  # in network_cost()'s order
+        values = runtime.network_cost_values()
+        self.network = (ctypes.c_double * len(values))(*values)
         self.handle = MPI._handleof(comm)
         lib = _engine.load()
         self._allreduce = lib.tfdist_costmodel_allreduce_seconds
         self._allreduce.argtypes = [
             ctypes.c_size_t, ctypes.POINTER(ctypes.c_int), ctypes.c_double, ctypes.c_double,
-            ctypes.POINTER(ctypes.c_double), ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
-            ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p,
-            ctypes.c_int]
+            ctypes.POINTER(ctypes.c_double), ctypes.c_int64, ctypes.c_int, ctypes.c_void_p,
+            ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
+            ctypes.c_char_p, ctypes.c_int]
         self._allreduce.restype = ctypes.c_int
         self._ping_pong = lib.tfdist_costmodel_ping_pong_seconds
         self._ping_pong.argtypes = [
@@ -117,7 +117,8 @@ class HostTimer:
         seconds = (ctypes.c_double * iterations)()
         error = ctypes.create_string_buffer(1024)
         code = self._allreduce(self.handle, self.host_of_rank, self.bandwidth, self.latency,
-                               self.network, _library.allreduce_algorithms().index(algorithm),
+                               self.network, len(self.network),
+                               _library.allreduce_algorithms().index(algorithm),
                                buffer.ctypes.data, buffer.size, FLOAT32, iterations, seconds,
                                error, len(error))
         if code:
@@ -233,7 +234,9 @@ def worker(json_path: str) -> int:
     import tfdist
     from mpi4py import MPI
     from tfdist import runtime
+    started = time.perf_counter()
     tfdist.init()
+    init_s = time.perf_counter() - started  # the calibration included
     comm = MPI.COMM_WORLD.Dup()
     timer = HostTimer(comm)
     settings = tfdist.RuntimeSettings.from_environment()
@@ -244,6 +247,8 @@ def worker(json_path: str) -> int:
         "emulated_bandwidth": settings.emulated_bandwidth,
         "emulated_latency": settings.emulated_latency,
         "network_cost": runtime.network_cost(),
+        "network_cost_values": runtime.network_cost_values(),
+        "init_s": comm.allreduce(init_s, op=MPI.MAX),
         "cells": _measure_cells(timer, comm, hosts),
     }
     if settings.emulated_bandwidth and hosts > 1:
@@ -345,15 +350,13 @@ def print_result(result: Dict[str, Any]) -> None:
           f"{result['ranks_per_host']}; emulated "
           f"{'off' if not result.get('emulated_bandwidth') else _gbps(result)}; "
           f"job took {result['wall_s']:.0f} s")
-    print(f"   intra L={_format_seconds(cost['intra_latency_s'])} "
-          f"G={cost['intra_seconds_per_byte']:.3g} s/B R={cost['reduce_seconds_per_byte']:.3g} s/B;"
-          f" inter L={_format_seconds(cost['inter_latency_s'])} "
-          f"G={cost['inter_seconds_per_byte']:.3g} s/B")
-    if cost.get("memory_seconds_per_byte"):
-        print(f"   intra with every rank busy, past the cache: G={cost['memory_seconds_per_byte']:.3g} s/B "
-              f"R={cost['memory_reduce_seconds_per_byte']:.3g} s/B; "
-              f"{cost['ranks_per_machine']:.0f} ranks on {cost['cores_per_machine']:.0f} cores, "
-              f"cache {cost['cache_bytes'] / 2 ** 20:.0f} MiB")
+    for link in ("intra", "inter") if result["hosts"] > 1 else ("intra",):
+        print(f"   {link}-host steps, measured at init (seconds per step at each size):")
+        for kind, by_distance in cost[link].items():
+            for index, points in enumerate(by_distance):
+                label = kind if len(by_distance) == 1 else f"{kind} d={1 << index}"
+                print(f"     {label:<19}" + " ".join(
+                    f"{_format_seconds(p[1]):>9}@{_format_bytes(p[0]):<5}" for p in points))
     print(f"   {'bytes':>9} {'algorithm':<13} {'predicted':>10} {'measured':>10} {'ratio':>6}"
           f" {'median':>10}  {'auto':<13} {'fastest':<13}")
     by_size: Dict[int, List[Dict[str, Any]]] = {}
@@ -379,6 +382,13 @@ def print_result(result: Dict[str, Any]) -> None:
               f"{_format_seconds(runtime['hierarchical'])} "
               f"({runtime['hierarchical'] / runtime['ring']:.2f}x ring), ring "
               f"{_format_seconds(runtime['ring'])}")
+
+
+def _format_bytes(nbytes: float) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g}{unit}"
+    return f"{nbytes:g}"
 
 
 def _gbps(result: Dict[str, Any]) -> str:

@@ -73,11 +73,12 @@ def control() -> ctypes.CDLL:
     lib.tfdist_link_cost.argtypes = [ctypes.POINTER(ctypes.c_double)] * 3
     lib.tfdist_link_cost.restype = ctypes.c_int
     for name in ("tfdist_status_code_name", "tfdist_allreduce_algorithm_name",
-                 "tfdist_stat_name", "tfdist_data_type_name", "tfdist_reduce_op_name"):
+                 "tfdist_stat_name", "tfdist_data_type_name", "tfdist_reduce_op_name",
+                 "tfdist_step_kind_name"):
         getattr(lib, name).argtypes = [ctypes.c_int]
         getattr(lib, name).restype = ctypes.c_char_p
-    lib.tfdist_network_cost.argtypes = [ctypes.POINTER(ctypes.c_double)]
-    lib.tfdist_network_cost.restype = ctypes.c_int
+    lib.tfdist_network_cost.argtypes = [ctypes.POINTER(ctypes.c_double), ctypes.c_int64]
+    lib.tfdist_network_cost.restype = ctypes.c_int64
     lib.tfdist_predict_allreduce_seconds.argtypes = [ctypes.c_int, ctypes.c_uint64]
     lib.tfdist_predict_allreduce_seconds.restype = ctypes.c_double
     return lib
@@ -103,6 +104,13 @@ def status_codes() -> Tuple[str, ...]:
 def allreduce_algorithms() -> Tuple[str, ...]:
     """AllreduceAlgorithm names (cc/core/collectives/algorithm.h), indexed by value."""
     return _names(control().tfdist_allreduce_algorithm_name)
+
+
+@functools.lru_cache(maxsize=None)
+def step_kinds() -> Tuple[str, ...]:
+    """The cost model's kinds of step (cc/core/collectives/step_costs.h StepKind), in the
+    order of the curves in each link class of ``tfdist_network_cost``."""
+    return _names(control().tfdist_step_kind_name)
 
 
 @functools.lru_cache(maxsize=None)

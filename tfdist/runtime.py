@@ -4,7 +4,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -233,20 +233,41 @@ def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
             raise ValueError(f"rank state {name!r}: {error.value.decode(errors='replace')}")
 
 
-def network_cost() -> Dict[str, float]:
-    """Both link classes of the cost model: within a host (``intra_*``: latency,
-    wire seconds per byte, reduce seconds per byte) and between hosts
-    (``inter_*``: latency, wire seconds per byte); equal on a one-host job. Also
-    the intra-host costs past the last-level cache, measured with every rank of the
-    machine busy (``memory_*``; 0 if not measured), and the machine they are shared on
-    (``ranks_per_machine``, ``cores_per_machine``, ``cache_bytes``; 0 if unknown)."""
-    values = (ctypes.c_double * 10)()
-    if _library.control().tfdist_network_cost(values) != 0:
+def network_cost_values() -> List[float]:
+    """The cost model's step curves as the library's flat array of numbers
+    (cc/core/collectives/network_cost_codec.h), for handing back to native code."""
+    lib = _library.control()
+    needed = lib.tfdist_network_cost(None, 0)
+    if needed < 0:
         raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
-    return dict(zip(("intra_latency_s", "intra_seconds_per_byte", "reduce_seconds_per_byte",
-                     "inter_latency_s", "inter_seconds_per_byte", "memory_seconds_per_byte",
-                     "memory_reduce_seconds_per_byte", "ranks_per_machine",
-                     "cores_per_machine", "cache_bytes"), values))
+    values = (ctypes.c_double * needed)()
+    lib.tfdist_network_cost(values, needed)
+    return list(values)
+
+
+def network_cost() -> Dict[str, Dict[str, List[List[Tuple[float, float]]]]]:
+    """What the cost model predicts with: for each link class (``"intra"``: within a host,
+    ``"inter"``: between hosts; equal on a one-host job), the seconds of one step of each
+    kind (``"hop"``, ``"hop_reduce"``, ``"exchange"``, ``"exchange_reduce"``, ``"ring"``;
+    docs/cost_model.md), one curve per distance between the partners (1, 2, 4, ...; a
+    ring step has one), each a list of ``(bytes, seconds)`` points. Measured at init, or
+    the survey's straight lines from the TFDIST_LATENCY... settings. Between the points
+    the model interpolates linearly."""
+    values = network_cost_values()
+    result: Dict[str, Dict[str, List[List[Tuple[float, float]]]]] = {}
+    offset = 0
+    for link in ("intra", "inter"):
+        curves = result[link] = {}
+        for kind in _library.step_kinds():
+            distances = int(values[offset])
+            offset += 1
+            curves[kind] = []
+            for _ in range(distances):
+                count = int(values[offset])
+                points = values[offset + 1:offset + 1 + 2 * count]
+                curves[kind].append(list(zip(points[0::2], points[1::2])))
+                offset += 1 + 2 * count
+    return result
 
 
 def predict_allreduce_seconds(nbytes: int, algorithm: str) -> float:

@@ -20,6 +20,7 @@
 #include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/host_layout.h"
+#include "cc/core/collectives/network_cost_codec.h"
 #include "cc/core/transport/emulated_link_transport.h"
 #include "cc/core/transport/mpi_transport.h"
 
@@ -70,23 +71,23 @@ extern "C" {
 // each after a barrier, and stores this rank's seconds for each in
 // `seconds[0..iterations)`. `host_of_rank` labels every rank's host;
 // `bytes_per_second` > 0 emulates links between hosts (with `latency_s`);
-// `network` = the 10 values of tfdist.runtime.network_cost, in its order,
-// is the cost hierarchical chooses its segments and cross-host algorithm by. Collective over the
-// communicator. Returns 0, or a StatusCode with the message in `error`.
+// `network` = the `network_values` values of tfdist.runtime.network_cost_values
+// (network_cost_codec.h) is the cost hierarchical chooses its segments and
+// cross-host algorithm by. Collective over the communicator. Returns 0, or a
+// StatusCode with the message in `error`.
 __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
     uintptr_t comm_handle, const int* host_of_rank, double bytes_per_second, double latency_s,
-    const double* network, int algorithm, void* buffer, uint64_t count, int dtype,
-    int iterations, double* seconds, char* error, int error_length) {
+    const double* network, int64_t network_values, int algorithm, void* buffer, uint64_t count,
+    int dtype, int iterations, double* seconds, char* error, int error_length) {
   HostLinks links;
   tfdist::Status status = links.Open(reinterpret_cast<MPI_Comm>(comm_handle), host_of_rank,
                                      bytes_per_second, latency_s);
   if (!status.ok()) return Fail(status, error, error_length);
   const tfdist::HostLayout hosts = tfdist::HostLayout::FromHostLabels(links.host_of_rank());
-  tfdist::NetworkCost cost{{network[0], network[1], network[2], network[5], network[6]},
-                           {network[3], network[4], network[2]}};
-  cost.ranks_per_machine = static_cast<int>(network[7]);
-  cost.cores_per_machine = static_cast<int>(network[8]);
-  cost.cache_bytes = network[9];
+  tfdist::NetworkCost cost;
+  status = tfdist::DecodeNetworkCost(std::vector<double>(network, network + network_values),
+                                     &cost);
+  if (!status.ok()) return Fail(status, error, error_length);
   for (int i = 0; i < iterations && status.ok(); ++i) {
     MPI_Barrier(links.comm());
     const double start = MPI_Wtime();

@@ -280,7 +280,7 @@ TFDIST_TEST(EveryAllreduceRunsOverEmulatedLinks) {
         const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& inner) {
           EmulatedLinkTransport transport(inner, layout.host_of_rank(), link);
           return tfdist::RunAllreduce(algorithm, transport, layout,
-                                      {{1e-6, 1e-10, 0.0}, {20e-6, 8e-10, 0.0}},
+                                      tfdist::LinearNetwork({1e-6, 1e-10, 0.0}, {20e-6, 8e-10, 0.0}),
                                       buffers[inner.rank()].data(), count, DataType::kFloat32,
                                       ReduceOp::kSum);
         });

@@ -185,13 +185,14 @@ int tfdist_resolve_algorithm(int requested, uint64_t bytes) {
       static_cast<tfdist::AllreduceAlgorithm>(requested), bytes));
 }
 
-// The link cost the cost model uses: latency in seconds, seconds per byte
-// on the wire, seconds per byte reduced.
+// The link cost within a host, as the survey's three numbers (the cost model
+// itself uses the step curves, tfdist_network_cost): latency in seconds,
+// seconds per byte on the wire, seconds per byte reduced.
 int tfdist_link_cost(double* latency_s, double* seconds_per_byte,
                      double* reduce_seconds_per_byte) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
-  const tfdist::LinkCost& cost = handle.runtime->link_cost();
+  const tfdist::LinkCost cost = handle.runtime->link_cost();
   *latency_s = cost.latency_s;
   *seconds_per_byte = cost.seconds_per_byte;
   *reduce_seconds_per_byte = cost.reduce_seconds_per_byte;

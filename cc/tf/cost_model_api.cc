@@ -1,33 +1,31 @@
 // The cost model's view of this job, for Python (tfdist.runtime.network_cost
-// and the cost-model benchmark): both link classes and the predicted time of
-// an allreduce.
+// and the cost-model benchmark): the step curves of both link classes and the
+// predicted time of an allreduce.
 #include <cstdint>
+#include <vector>
 
 #include "cc/core/collectives/cost_model.h"
+#include "cc/core/collectives/network_cost_codec.h"
 #include "cc/tf/runtime_handle.h"
 
 extern "C" {
 
-// Fills 10 values: intra-host latency, seconds per byte and reduce seconds
-// per byte; inter-host latency and seconds per byte; intra-host memory
-// seconds per byte and memory reduce seconds per byte; ranks on the
-// machine, its cores and its cache bytes (cost_model.h). 0, or -1 when not
-// initialized.
-int tfdist_network_cost(double* out) {
+// StepKind names (cc/core/collectives/step_costs.h), in the order of the
+// curves tfdist_network_cost writes; nullptr past the last.
+const char* tfdist_step_kind_name(int value) { return tfdist::StepKindName(value); }
+
+// Writes the network cost (cc/core/collectives/network_cost_codec.h) into
+// out[0 .. capacity) if it fits, and returns how many values it has; -1 when
+// not initialized.
+int64_t tfdist_network_cost(double* out, int64_t capacity) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   if (!handle.runtime) return -1;
-  const tfdist::NetworkCost& cost = handle.runtime->network_cost();
-  out[0] = cost.intra.latency_s;
-  out[1] = cost.intra.seconds_per_byte;
-  out[2] = cost.intra.reduce_seconds_per_byte;
-  out[3] = cost.inter.latency_s;
-  out[4] = cost.inter.seconds_per_byte;
-  out[5] = cost.intra.memory_seconds_per_byte;
-  out[6] = cost.intra.memory_reduce_seconds_per_byte;
-  out[7] = cost.ranks_per_machine;
-  out[8] = cost.cores_per_machine;
-  out[9] = cost.cache_bytes;
-  return 0;
+  const std::vector<double> values = tfdist::EncodeNetworkCost(handle.runtime->network_cost());
+  const int64_t size = static_cast<int64_t>(values.size());
+  if (out != nullptr && capacity >= size) {
+    for (int64_t i = 0; i < size; ++i) out[i] = values[i];
+  }
+  return size;
 }
 
 // What the cost model predicts for an allreduce of `bytes` bytes with

@@ -31,10 +31,11 @@
 // hosts (m/k with butterfly), instead of the flat ring's 2m(P-1)/P in steps
 // bounded by the slow links.
 //
-// Time (cost_model.cc), per segment of m/S bytes:
-//   a = (k-1) * (L_i + (m/Sk)*G_i) + (k-1)/k * (m/S)*max(0, R-G_i)   RS
-//   x = min over flat algorithms of T(H ranks, m/Sk, inter link)     X
-//   b = (k-1) * (L_i + (m/Sk)*G_i)                                   AG
+// Time (cost_model.cc), per segment of m/S bytes, with the step curves of
+// step_costs.h:
+//   a = (k-1) * ring_intra(m/Sk)                                     RS
+//   x = min over flat algorithms of T(H ranks, m/Sk, across hosts)   X
+//   b = (k-1) * ring_intra(m/Sk)                                     AG
 //   T_hier = a + x + b + (S-1) * max(a + b, x) + S * handoff
 #include "cc/core/collectives/hierarchical_allreduce.h"
 
@@ -75,10 +76,8 @@ class HierarchicalRun {
         segments_(segments),
         host_(transport, layout.ranks_of_host(layout.host_of(transport.rank()))),
         cross_(transport, layout.CrossGroup(local_rank_)),
-        cross_link_(network.inter) {
-    // Reducing a byte costs the host's R wherever the byte came from.
-    cross_link_.reduce_seconds_per_byte = network.intra.reduce_seconds_per_byte;
-  }
+        cross_layout_(HostLayout::Consecutive(layout.host_count(), layout.host_count())),
+        network_(network) {}
 
   int segments() const { return segments_; }
   bool in_place() const { return input_ == output_; }
@@ -111,7 +110,8 @@ class HierarchicalRun {
   Status CrossAllreduce(int s) {
     if (layout_.host_count() == 1) return Status::OK();
     const size_t bytes = ShardBytes(s, local_rank_);
-    const AllreduceAlgorithm flat = ChooseAllreduce(cross_.size(), bytes, cross_link_);
+    // The cost model's choice for one rank per host, every step between hosts.
+    const AllreduceAlgorithm flat = ChooseAllreduce(cross_layout_, bytes, network_);
     return RunAllreduce(flat, cross_, output_ + ShardBegin(s, local_rank_),
                         bytes / element_size_, dtype_, op_);
   }
@@ -153,7 +153,8 @@ class HierarchicalRun {
   const int segments_;
   SubgroupTransport host_;
   SubgroupTransport cross_;
-  LinkCost cross_link_;
+  const HostLayout cross_layout_;
+  const NetworkCost& network_;
 };
 
 // The phases of every segment one after another, on this thread.

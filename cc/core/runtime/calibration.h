@@ -1,16 +1,19 @@
-// The link costs the "auto" allreduce choice runs on (cost_model.h
-// NetworkCost). Within a host: given by the user, read from a per-host
-// cache, or measured once with a short ping-pong and then cached. Between
-// hosts (jobs on several real or virtual hosts): given by the user
-// (TFDIST_INTER_HOST_LATENCY and TFDIST_INTER_HOST_SECONDS_PER_BYTE) or
-// measured at every init between rank 0 and the first rank of another host,
-// over the transport the collectives use, so with emulated links it measures
-// the emulated link. Rank 0 decides and every rank gets its values, because
-// all ranks must pick the same algorithm for the same tensor.
+// The step costs the "auto" allreduce choice runs on (step_costs.h
+// NetworkCost). Within a host: given by the user (TFDIST_LATENCY,
+// TFDIST_SECONDS_PER_BYTE, TFDIST_REDUCE_SECONDS_PER_BYTE: the survey's
+// linear model), read from a cache, or measured (step_calibration.h) and then
+// cached; the cache is named after the first two ranks' hosts and how many
+// ranks share rank 0's machine and host, since every rank of the machine
+// takes part. Between hosts (jobs on several real or virtual hosts): given by
+// the user (TFDIST_INTER_HOST_LATENCY and TFDIST_INTER_HOST_SECONDS_PER_BYTE)
+// or measured at every init, over the transport the collectives use, so with
+// emulated links it measures the emulated link. Every rank gets rank 0's
+// values, because all ranks must pick the same algorithm for the same tensor.
 #ifndef TFDIST_CORE_RUNTIME_CALIBRATION_H_
 #define TFDIST_CORE_RUNTIME_CALIBRATION_H_
 
-#include "cc/core/collectives/cost_model.h"
+#include "cc/core/collectives/step_costs.h"
+#include "cc/core/collectives/host_layout.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/transport/mpi_transport.h"
 

@@ -29,7 +29,7 @@ struct RuntimeConfig {
   double seconds_per_byte = -1.0;
   // Used only with the two above; 0 gives the survey's formulas exactly.
   double reduce_seconds_per_byte = 0.0;
-  // Inter-host link cost (cost_model.h NetworkCost); negative: measured at
+  // Inter-host link cost (step_costs.h NetworkCost); negative: measured at
   // init between ranks on different hosts (never cached).
   double inter_host_latency_seconds = -1.0;
   double inter_host_seconds_per_byte = -1.0;

@@ -82,7 +82,8 @@ class Runtime {
   int size() const { return transport_.size(); }
   const Stats& stats() const { return stats_; }
   // The intra-host link cost, and both link classes.
-  const LinkCost& link_cost() const { return network_cost_.intra; }
+  // The intra-host step costs summarised as the survey's L, G and R.
+  LinkCost link_cost() const { return Summarize(network_cost_.intra); }
   const NetworkCost& network_cost() const { return network_cost_; }
   // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
   const HostLayout& hosts() const { return hosts_; }
