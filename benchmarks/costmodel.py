@@ -20,6 +20,11 @@ itself (ping-pong between every rank and a partner on another host, all pairs
 at once) and, at 64 MiB, allreduce through the full runtime (TensorFlow op,
 negotiation) with algorithm "auto", "ring" and "hierarchical", in the same job.
 
+Each rank is pinned to core rank mod cores before MPI starts (--no-pin leaves
+them to the scheduler), so that the job's calibration at init and its
+measurements see the same placement, and every buffer starts 64-byte aligned,
+as a TensorFlow tensor does (_pin_to_core, _tensor_like).
+
 Writes everything as JSON (--json) and, when matplotlib is importable, a
 plot of predicted against measured time (--plot).
 """
@@ -48,6 +53,7 @@ MIN_ITERATIONS = 3
 MAX_ITERATIONS = 40
 PING_PONG_SIZES = (8, 64 << 10, 1 << 20, 64 << 20)
 RUNTIME_CALLS = 5  # 64 MiB allreduces through tfdist.allreduce, per algorithm
+TENSOR_ALIGNMENT = 64  # bytes: where TensorFlow starts a tensor's data
 
 # name -> ranks, virtual hosts (None: the real host), emulated Gb/s (None: off).
 CONFIGURATIONS: Dict[str, Dict[str, Any]] = {
@@ -154,6 +160,19 @@ def _iterations(predicted: float) -> int:
     return max(MIN_ITERATIONS, min(MAX_ITERATIONS, int(TARGET_SECONDS / predicted)))
 
 
+def _tensor_like(count: int, dtype=None):
+    """``count`` ones, their data 64-byte aligned as TensorFlow aligns a tensor's: numpy's
+    16-byte alignment puts half of all buffers 16 bytes off a 32-byte boundary, which made
+    16 KiB-256 KiB allreduces on shared memory 2-3x slower, at random from cell to cell."""
+    import numpy as np
+    dtype = np.dtype(dtype or np.float32)
+    raw = np.ones(count * dtype.itemsize + TENSOR_ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % TENSOR_ALIGNMENT
+    view = raw[start:start + count * dtype.itemsize].view(dtype)
+    view[:] = 1
+    return view
+
+
 def _measure_cells(timer: HostTimer, comm, hosts: int) -> List[Dict[str, Any]]:
     import numpy as np
     from tfdist import runtime
@@ -164,7 +183,7 @@ def _measure_cells(timer: HostTimer, comm, hosts: int) -> List[Dict[str, Any]]:
         auto = runtime.algorithm_for(count * 4)
         for algorithm in algorithms:
             predicted = runtime.predict_allreduce_seconds(count * 4, algorithm)
-            buffer = np.ones(count, np.float32)
+            buffer = _tensor_like(count)
             iterations = _iterations(predicted)
             timer.allreduce(algorithm, buffer, 1)  # warm-up
             calls = _slowest_rank(comm, timer.allreduce(algorithm, buffer, iterations))
@@ -192,7 +211,7 @@ def _measure_emulation(timer: HostTimer, comm, per_host: int, bandwidth: float, 
     for nbytes in PING_PONG_SIZES:
         model = latency + nbytes / bandwidth
         iterations = max(MIN_ITERATIONS, min(20, int(TARGET_SECONDS / (2 * model))))
-        buffer = np.zeros(nbytes, np.uint8)
+        buffer = _tensor_like(nbytes, np.uint8)
         seconds = timer.ping_pong(peer, buffer, iterations + 1)
         calls = _slowest_rank(comm, seconds[1:])
         rows.append({"bytes": nbytes, "model_s": model, "measured_s": min(calls),
@@ -229,8 +248,24 @@ def _measure_through_runtime(comm) -> Dict[str, float]:
     return result
 
 
-def worker(json_path: str) -> int:
+def _pin_to_core() -> List[int]:
+    """Pins this rank (and the threads it starts) to core ``rank mod cores``, before MPI
+    starts; returns the cores it may use. Unpinned, which ranks share a core is the
+    scheduler's choice at each moment, and with more ranks than cores it decides what a
+    step costs: at P=4 on 2 cores a 4-byte butterfly took 3.8 us in one job and 9.8 us in
+    the next, and a job's calibration at init need not meet the placement its collectives
+    run in. Round robin gives every (virtual) host ranks on every core, as a real host
+    runs its ranks side by side."""
+    cores = sorted(os.sched_getaffinity(0))
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    chosen = [cores[rank % len(cores)]]
+    os.sched_setaffinity(0, chosen)
+    return chosen
+
+
+def worker(json_path: str, pin: bool = True) -> int:
     """One rank of a configuration's job; rank 0 writes the job's results to ``json_path``."""
+    cores = _pin_to_core() if pin else sorted(os.sched_getaffinity(0))
     import tfdist
     from mpi4py import MPI
     from tfdist import runtime
@@ -248,6 +283,7 @@ def worker(json_path: str) -> int:
         "emulated_latency": settings.emulated_latency,
         "network_cost": runtime.network_cost(),
         "network_cost_values": runtime.network_cost_values(),
+        "cores_of_rank": comm.gather(cores, root=0),
         "init_s": comm.allreduce(init_s, op=MPI.MAX),
         "cells": _measure_cells(timer, comm, hosts),
     }
@@ -270,7 +306,7 @@ def _find_mpirun() -> str:
     return find_mpirun()
 
 
-def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
+def run_configuration(name: str, timeout: float, pin: bool = True) -> Dict[str, Any]:
     """Runs one configuration's job and returns rank 0's results."""
     config = CONFIGURATIONS[name]
     env = dict(os.environ)
@@ -293,6 +329,8 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
         # import the installed tfdist (with its native library), not ./tfdist.
         command = [_find_mpirun(), "-np", str(config["np"]), "--oversubscribe", "--bind-to",
                    "none", sys.executable, str(Path(__file__).resolve()), "--worker", str(out)]
+        if not pin:
+            command.insert(-2, "--no-pin")
         started = time.perf_counter()
         load_before = os.getloadavg()[0]
         completed = subprocess.run(command, env=env, cwd=scratch, capture_output=True,
@@ -302,6 +340,7 @@ def run_configuration(name: str, timeout: float) -> Dict[str, Any]:
                                f"{(completed.stdout + completed.stderr)[-4000:]}")
         result = json.loads(out.read_text())
     result["name"] = name
+    result["pinned"] = pin
     result["wall_s"] = time.perf_counter() - started
     # The machine's 1-minute load average before and after the job: how
     # much else was running (the job itself adds its ranks).
@@ -467,10 +506,13 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--merge", action="store_true",
                         help="keep the other configurations already in the results file "
                              "(one configuration per run, e.g. under an exclusive lock)")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="leave the ranks where the scheduler puts them (default: rank r "
+                             "pinned to core r mod cores)")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker(args.worker)
+        return worker(args.worker, args.pin)
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
@@ -481,7 +523,7 @@ def main(argv: Sequence[str]) -> int:
         earlier = [r for r in json.loads(Path(args.json).read_text())["configurations"]
                    if r["name"] not in args.configs]
     for name in args.configs:
-        result = run_configuration(name, args.timeout)
+        result = run_configuration(name, args.timeout, args.pin)
         print_result(result)
         sys.stdout.flush()
         results.append(result)
