@@ -166,6 +166,20 @@ TFDIST_TEST(ChooseAllreduceTakesHierarchicalAcrossSlowLinks) {
   CHECK(tfdist::ChooseAllreduce(HostLayout(8), size_t{64} << 20,
                                 tfdist::UniformNetwork(network.intra)) !=
         AllreduceAlgorithm::kHierarchical);
+  // One rank per host: hierarchical would be its cross-host phase alone, which
+  // the flat candidates already are; the choice is the flat one (hierarchical
+  // asks this for its own cross-host phase).
+  const HostLayout four_by_one = HostLayout::Consecutive(4, 4);
+  for (size_t bytes : {size_t{4}, size_t{1} << 20, size_t{64} << 20}) {
+    const AllreduceAlgorithm flat = tfdist::ChooseAllreduce(four_by_one, bytes, network);
+    CHECK(flat != AllreduceAlgorithm::kHierarchical);
+    for (AllreduceAlgorithm other :
+         {AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRing,
+          AllreduceAlgorithm::kRabenseifner}) {
+      CHECK(tfdist::PredictAllreduceSeconds(flat, four_by_one, bytes, network) <=
+            tfdist::PredictAllreduceSeconds(other, four_by_one, bytes, network));
+    }
+  }
   // The choice is the argmin over all five.
   for (size_t bytes : {size_t{4}, size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
     const AllreduceAlgorithm chosen = tfdist::ChooseAllreduce(four_by_two, bytes, network);

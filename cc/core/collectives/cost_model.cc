@@ -260,9 +260,9 @@ double PredictHierarchicalSegmented(const HostLayout& layout, double m,
   const size_t shard_bytes = static_cast<size_t>(std::ceil(shard));
   const AllreduceAlgorithm flat = ChooseFlat(cross, shard_bytes, network);
   const double crossing = PredictFlat(flat, cross, shard, network);
+  if (segments == 1) return reduce_scatter + crossing + allgather;
   const double crossing_host =
       PredictFlat(flat, HostLayout(layout.host_count()), shard, UniformNetwork(network.intra));
-  if (segments == 1) return reduce_scatter + crossing + allgather;
   return reduce_scatter + crossing + allgather +
          (S - 1.0) * std::max(reduce_scatter + allgather + crossing_host, crossing) +
          S * kSegmentHandoffSeconds;
@@ -282,6 +282,8 @@ int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCo
   if (!layout.uniform() || layout.host_count() < 2 || layout.ranks_per_host() < 2) return 1;
   const int most = static_cast<int>(
       std::clamp<size_t>(bytes / kMinSegmentBytes, 1, static_cast<size_t>(kMaxSegments)));
+  // One segment is all a small vector can have: no need to price it.
+  if (most == 1) return 1;
   const double m = static_cast<double>(bytes);
   int best = 1;
   double best_seconds = PredictHierarchicalSegmented(layout, m, network, 1);
@@ -315,10 +317,15 @@ AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
   if (layout.size() <= 1) return AllreduceAlgorithm::kButterfly;
   AllreduceAlgorithm best = kFlatCandidates[0];
   double best_seconds = PredictAllreduceSeconds(best, layout, bytes, network);
+  // With one rank per host, hierarchical is its cross-host phase alone, the
+  // flat algorithm the loop already prices: skip it (hierarchical asks this
+  // for its own cross-host phase on every call).
+  const bool hierarchical_differs = layout.uniform() && layout.ranks_per_host() > 1;
   for (AllreduceAlgorithm candidate :
        {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
         AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
         AllreduceAlgorithm::kHierarchical}) {
+    if (candidate == AllreduceAlgorithm::kHierarchical && !hierarchical_differs) continue;
     const double seconds = PredictAllreduceSeconds(candidate, layout, bytes, network);
     if (seconds < best_seconds) {  // strict: ties keep the earlier candidate
       best = candidate;

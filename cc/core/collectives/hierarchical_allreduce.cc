@@ -77,7 +77,15 @@ class HierarchicalRun {
         host_(transport, layout.ranks_of_host(layout.host_of(transport.rank()))),
         cross_(transport, layout.CrossGroup(local_rank_)),
         cross_layout_(HostLayout::Consecutive(layout.host_count(), layout.host_count())),
-        network_(network) {}
+        // Chosen once per call, for the first segment's shard: the segments'
+        // shards differ by at most an element, and the choice depends only on
+        // the shard's size, which every rank of a cross group shares (the
+        // same local rank), so they all run the same algorithm. Pricing the
+        // algorithms is microseconds of CPU per rank, on the critical path
+        // of a latency-bound allreduce where ranks share cores.
+        cross_algorithm_(layout.host_count() > 1
+                             ? ChooseAllreduce(cross_layout_, ShardBytes(0, local_rank_), network)
+                             : AllreduceAlgorithm::kButterfly) {}
 
   int segments() const { return segments_; }
   bool in_place() const { return input_ == output_; }
@@ -110,9 +118,7 @@ class HierarchicalRun {
   Status CrossAllreduce(int s) {
     if (layout_.host_count() == 1) return Status::OK();
     const size_t bytes = ShardBytes(s, local_rank_);
-    // The cost model's choice for one rank per host, every step between hosts.
-    const AllreduceAlgorithm flat = ChooseAllreduce(cross_layout_, bytes, network_);
-    return RunAllreduce(flat, cross_, output_ + ShardBegin(s, local_rank_),
+    return RunAllreduce(cross_algorithm_, cross_, output_ + ShardBegin(s, local_rank_),
                         bytes / element_size_, dtype_, op_);
   }
 
@@ -154,7 +160,8 @@ class HierarchicalRun {
   SubgroupTransport host_;
   SubgroupTransport cross_;
   const HostLayout cross_layout_;
-  const NetworkCost& network_;
+  // The cost model's choice for one rank per host, every step between hosts.
+  const AllreduceAlgorithm cross_algorithm_;
 };
 
 // The phases of every segment one after another, on this thread.
