@@ -13,7 +13,8 @@ from the file or from another rank):
   (float32, float64, bfloat16, int64, bool) and sizes (scalars to 2.9 MB,
   one ending in a partial 4 KiB block), with the file out of rank 0's page
   cache (read past it, O_DIRECT) and in it; and with small packs (several
-  broadcasts of packed variables);
+  broadcasts of packed variables); no variable shares memory with the
+  snapshot buffers rank 0 read into;
 - a checkpoint that does not fit (one variable of another shape), on every
   rank or on one rank only, is refused on every rank and no variable
   changes on any;
@@ -123,6 +124,13 @@ def body() -> None:
         restored = ckpt.restore(directory, variables=variables)
         assert restored.step == 5, restored
         check(variables, 5, f"restore, cached={cached}")
+    # What rank 0 read into stays its snapshot buffers, apart from the variables: the
+    # next save copies into them while the variables train on.
+    if root:
+        for arrays in ckpt._SNAPSHOT.buffers().values():
+            for array in arrays:
+                array.reshape(-1).view(np.uint8)[:] = 0xAB
+    check(variables, 5, "after rank 0's snapshot buffers changed")
 
     # Small packs: several broadcasts of packed variables.
     transfer.PACK_BYTES = 64 << 10
