@@ -101,6 +101,18 @@ def body() -> None:
     def path(step):
         return os.path.join(directory, f"ckpt-{step:010d}.h5")
 
+    def damage(step, index, values_step, where):
+        """Flips a byte of variable ``index`` (holding ``values_step``'s values) in the file
+        of ``step``, on rank 0."""
+        if root:
+            flip_byte(path(step), index, values_step, where)
+        hvd.barrier()
+
+    def restores(step, what):
+        zero()
+        assert ckpt.restore(directory, variables=variables).step == step, what
+        check(variables, step, what)
+
     def refused(targets, *needles):
         try:
             ckpt.restore(directory, variables=targets)
@@ -120,10 +132,7 @@ def body() -> None:
         if root and not cached:
             evict(path(5))
         hvd.barrier()
-        zero()
-        restored = ckpt.restore(directory, variables=variables)
-        assert restored.step == 5, restored
-        check(variables, 5, f"restore, cached={cached}")
+        restores(5, f"restore, cached={cached}")
     # What rank 0 read into stays its snapshot buffers, apart from the variables: the
     # next save copies into them while the variables train on.
     if root:
@@ -134,9 +143,7 @@ def body() -> None:
 
     # Small packs: several broadcasts of packed variables.
     transfer.PACK_BYTES = 64 << 10
-    zero()
-    assert ckpt.restore(directory, variables=variables).step == 5
-    check(variables, 5, "restore in small packs")
+    restores(5, "restore in small packs")
     transfer.PACK_BYTES = 16 << 20
 
     # Another shape: refused on every rank, nothing modified.
@@ -158,20 +165,12 @@ def body() -> None:
             variable.assign(expected(index, 6))
     ckpt.save(directory, 6, variables=wrong, blocking=True)
     refused(variables, "(300, 501)", "(300, 500)")  # intact, it is refused
-    if root:
-        flip_byte(path(6), 9, 6, 1_000_000)
-    hvd.barrier()
-    zero()
-    assert ckpt.restore(directory, variables=variables).step == 5
-    check(variables, 5, "past a damaged file that does not fit")
+    damage(6, 9, 6, 1_000_000)
+    restores(5, "past a damaged file that does not fit")
 
     # A flipped byte in the newest fitting file's last array, read last: step 3.
-    if root:
-        flip_byte(path(5), 10, 5, 1_200_000)
-    hvd.barrier()
-    zero()
-    assert ckpt.restore(directory, variables=variables).step == 3
-    check(variables, 3, "fallback")
+    damage(5, 10, 5, 1_200_000)
+    restores(3, "fallback")
 
     # A save right after a restore writes what was restored.
     ckpt.save(directory, 9, variables=variables, blocking=True, keep=10)
@@ -184,10 +183,8 @@ def body() -> None:
     assert (gathered == gathered[0]).all()
 
     # Every file damaged: raises, and nothing changes, although arrays went out.
-    if root:
-        flip_byte(path(9), 10, 3, 2_000_000)
-        flip_byte(path(3), 9, 3, 5000)
-    hvd.barrier()
+    damage(9, 10, 3, 2_000_000)
+    damage(3, 9, 3, 5000)
     set_step(7)
     refused(variables, "no checkpoint", "verifies")
     check(variables, 7, "after no file verified")
