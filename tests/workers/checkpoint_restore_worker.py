@@ -14,7 +14,8 @@ from the file or from another rank):
   one ending in a partial 4 KiB block), with the file out of rank 0's page
   cache (read past it, O_DIRECT) and in it; and with small packs (several
   broadcasts of packed variables); no variable shares memory with the
-  snapshot buffers rank 0 read into;
+  snapshot buffers rank 0 read into and sent from, even when the broadcast
+  gives rank 0 its input back;
 - a checkpoint that does not fit (one variable of another shape), on every
   rank or on one rank only, is refused on every rank and no variable
   changes on any;
@@ -83,6 +84,7 @@ def body() -> None:
     import tensorflow as tf
     import tfdist.checkpoint as ckpt
     import tfdist.keras as hvd
+    from tfdist import ops
     from tfdist.checkpoint import transfer
     hvd.init()
     directory = sys.argv[1]
@@ -140,6 +142,21 @@ def body() -> None:
             for array in arrays:
                 array.reshape(-1).view(np.uint8)[:] = 0xAB
     check(variables, 5, "after rank 0's snapshot buffers changed")
+    # The same if the broadcast gave rank 0 its (borrowed) input back as its output, as a
+    # TensorFlow that forwarded it would: the restore copies rather than share.
+    real_broadcast = ops.broadcast
+    if root:
+        ops.broadcast = lambda tensor, root_rank, name=None: (
+            real_broadcast(tensor, root_rank, name=name), tf.convert_to_tensor(tensor))[1]
+    try:
+        restores(5, "restore, rank 0's input given back")
+    finally:
+        ops.broadcast = real_broadcast
+    if root:
+        for arrays in ckpt._SNAPSHOT.buffers().values():
+            for array in arrays:
+                array.reshape(-1).view(np.uint8)[:] = 0xAB
+    check(variables, 5, "after rank 0's snapshot buffers changed, input given back")
 
     # Small packs: several broadcasts of packed variables.
     transfer.PACK_BYTES = 64 << 10
