@@ -302,8 +302,7 @@ def table(results: List[Dict[str, Any]]) -> str:
     rows.append("")
     rows.append("| model | tfdist save / save_weights | the same, tfdist without fsync | "
                 "tfdist save / (save_weights + fsync) | tfdist restore / load_weights, "
-                "both files out of the page cache | both in the page cache | "
-                "each file as its save left it | "
+                "both from disk | both from the page cache | each file as its save left it | "
                 "throughput with / without a checkpoint every N steps |")
     rows.append("|---|---|---|---|---|---|---|---|")
     for result in results:
