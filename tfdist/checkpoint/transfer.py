@@ -82,9 +82,11 @@ def _unshared(received: Any, array: np.ndarray) -> Any:
     # The op writes a new tensor: TensorFlow does not hand it an input that Python
     # still holds. Were a TensorFlow to do so, the variable would adopt rank 0's
     # snapshot buffer, and the next save's copy would run into the training state.
-    if np.may_share_memory(np.from_dlpack(received), array):
-        return tf.convert_to_tensor(np.array(array, copy=True))
-    return received
+    try:
+        shared = np.may_share_memory(np.from_dlpack(received), array)
+    except (BufferError, TypeError, ValueError, RuntimeError):
+        shared = True  # cannot tell: copy, rather than risk it
+    return tf.convert_to_tensor(np.array(array, copy=True)) if shared else received
 
 
 def send_all(variables: List[Any], read: Optional[Callable[[Deliver], Result]]
