@@ -16,14 +16,16 @@ reported:
 - ``save_s``: until the checkpoint is durable (tfdist: save + wait, which
   includes fsync; Keras does not fsync). ``tfdist.save_nofsync_s``: the
   same with fsync made a no-op, to compare like with like.
-- ``restore_s``: tfdist.restore (rank 0 reads and verifies the file, then
+- restore: tfdist.restore (rank 0 reads and verifies the file while it
   broadcasts it to every rank) against load_weights and BackupAndRestore's
-  restore, which load on rank 0 alone. save_weights' file is still in the
-  page cache; tfdist's is not, since it is written past the cache (O_DIRECT).
-  ``restore_cold_s``: the same with the file dropped from the page cache
-  first (posix_fadvise DONTNEED), for tfdist and load_weights alike, as after
-  a restart on another host.
-- ``MB/s``: the file's size over save_s and restore_s.
+  restore, which load on rank 0 alone, each timed three ways, every method
+  alike: ``restore_cold_s`` with its file dropped from the page cache first
+  (posix_fadvise DONTNEED), as after a restart on another host or once
+  memory pressure has evicted it; ``restore_warm_s`` with its file read into
+  the page cache first, as a buffered writer leaves it; ``restore_s`` with
+  the file as its own save left it: save_weights' in the page cache,
+  tfdist's on disk only, since tfdist writes past the cache (O_DIRECT).
+- ``MB/s``: the file's size over save_s and the restore times.
 - ``save_weights.save_fsync_s``: save_weights followed by an fsync of the
   file and its directory, the honest reference for a durable save.
 - ``throughput_ratio``: training speed with a checkpoint every ``--every``
@@ -35,6 +37,7 @@ reported:
   (without, with) pairs of time without / time with. For models over
   50 MiB a CPU trains slowly: segments of ``--every / 5`` steps, a
   checkpoint 5x as often, which bounds the ratio at ``--every`` from below.
+  ``--segments 0`` skips it.
 - ``preempted_call_s``: one ``tfdist.checkpoint.preempted()`` agreement.
 """
 from __future__ import annotations
@@ -104,6 +107,32 @@ def evict_from_page_cache(path: str) -> None:
         os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(descriptor)
+
+
+def read_into_page_cache(path: str) -> None:
+    """Reads ``path`` through the page cache, so that the next read of it finds every page
+    there, as a buffered writer would have left it."""
+    chunk = bytearray(16 << 20)
+    with open(path, "rb", buffering=0) as handle:
+        while handle.readinto(chunk):
+            pass
+
+
+def time_restores(add: Callable[[str, float], None], method: str, restore: Callable[[], Any],
+                  path: Callable[[], str], rank0: bool, barrier: Callable[[], Any]) -> None:
+    """Times ``restore`` with its file as the save left it, out of the page cache, and in it.
+
+    ``path`` gives the file (on rank 0, which alone prepares it); ``barrier``
+    lines the ranks up after each preparation.
+    """
+    barrier()
+    add(f"{method}.restore_s", timed(restore))
+    for key, prepare in (("restore_cold_s", evict_from_page_cache),
+                         ("restore_warm_s", read_into_page_cache)):
+        if rank0:
+            prepare(path())
+        barrier()
+        add(f"{method}.{key}", timed(restore))
 
 
 class AlternatingCheckpoints:
@@ -182,13 +211,10 @@ def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: 
             add("tfdist.save_nofsync_s",
                 timed(lambda: (ckpt.save(tf_dir, round_ + 1, model=model, keep=2),
                                ckpt.wait())))
-        hvd.barrier()
-        add("tfdist.restore_s", timed(lambda: ckpt.restore(tf_dir, model=model)))
+        time_restores(add, "tfdist", lambda: ckpt.restore(tf_dir, model=model),
+                      lambda: ckpt.latest(tf_dir), rank0, hvd.barrier)
         if rank0:
             add("tfdist.file_mb", file_mb(ckpt.latest(tf_dir)))
-            evict_from_page_cache(ckpt.latest(tf_dir))
-        hvd.barrier()
-        add("tfdist.restore_cold_s", timed(lambda: ckpt.restore(tf_dir, model=model)))
         hvd.barrier()
         if rank0:
             seconds = timed(lambda: model.save_weights(keras_path))
@@ -196,9 +222,8 @@ def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: 
             add("save_weights.save_s", seconds)
             add("save_weights.save_fsync_s", seconds + timed(lambda: fsync_file_and_directory(
                 keras_path)))
-            add("save_weights.restore_s", timed(lambda: model.load_weights(keras_path)))
-            evict_from_page_cache(keras_path)
-            add("save_weights.restore_cold_s", timed(lambda: model.load_weights(keras_path)))
+            time_restores(add, "save_weights", lambda: model.load_weights(keras_path),
+                          lambda: keras_path, True, lambda: None)
             add("save_weights.file_mb", file_mb(keras_path))
             backup = keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch")
             backup.set_model(model)
@@ -206,70 +231,96 @@ def measure_size(hvd, size_mib: float, repeats: int, every: int, segment_count: 
             seconds = timed(lambda: backup.on_epoch_end(0))
             add("keras_backup.stall_s", seconds)
             add("keras_backup.save_s", seconds)
-            fresh = keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch")
-            fresh.set_model(model)
-            add("keras_backup.restore_s", timed(fresh.on_train_begin))
-            model._initial_epoch = None
-            add("keras_backup.file_mb", file_mb(os.path.join(backup_dir, "latest.weights.h5")))
+            backup_path = os.path.join(backup_dir, "latest.weights.h5")
+            time_restores(add, "keras_backup", lambda: restore_backup(keras, model, backup_dir),
+                          lambda: backup_path, True, lambda: None)
+            add("keras_backup.file_mb", file_mb(backup_path))
         hvd.barrier()
 
-    # Throughput with and without a checkpoint every `every` steps, in alternating segments.
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    if segment_count:
+        measure_throughput(hvd, model, width, every, segment_count, work, samples, medians)
+    # The preemption agreement BackupAndRestore makes every 10 batches under tfdistrun.
+    ckpt.preempted()
+    calls = 200
+    samples["preempted_call_s"] = [timed(lambda: [ckpt.preempted() for _ in range(calls)])
+                                   / calls]
+    medians["preempted_call_s"] = samples["preempted_call_s"][0]
+    return {"size_mib": size_mib, "state_mb": state_bytes(model) / 1e6, "width": width,
+            "median": medians, "samples": samples}
+
+
+def restore_backup(keras, model, backup_dir: str) -> None:
+    """Keras' BackupAndRestore restoring ``backup_dir`` into ``model``, as at the start of fit."""
+    fresh = keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch")
+    fresh.set_model(model)
+    fresh.on_train_begin()
+    model._initial_epoch = None
+
+
+def measure_throughput(hvd, model, width: int, every: int, segment_count: int, work: str,
+                       samples: Dict[str, List[float]], medians: Dict[str, float]) -> None:
+    """Throughput with and without a checkpoint every ``every`` steps, in alternating segments
+    of one fit; adds the pair ratios and segment times to ``samples``, the medians to
+    ``medians``."""
+    import keras
+    import numpy as np
     import tensorflow as tf
+    import tfdist.checkpoint as ckpt
     x = np.random.RandomState(hvd.rank()).standard_normal((BATCH * 8, width)).astype("float32")
     data = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH).repeat()
-    fit_dir = os.path.join(work, f"fit-{size_mib:g}")
+    fit_dir = os.path.join(work, f"fit-{width}")
     segments = AlternatingCheckpoints(model, fit_dir, every, segment_count, keep=2)
     model.fit(data, steps_per_epoch=WARMUP_STEPS + segment_count * every, epochs=1, verbose=0,
               callbacks=[keras.callbacks.LambdaCallback(
                   on_train_batch_end=lambda batch, logs: segments.batch_end())])
     ckpt.wait()
-    ratios = segments.ratios()
-    samples["throughput_pair_ratios"] = ratios
+    samples["throughput_pair_ratios"] = segments.ratios()
     samples["segment_s"] = segments.seconds
-    # The preemption agreement BackupAndRestore makes every 10 batches under tfdistrun.
-    ckpt.preempted()
-    calls = 200
-    add("preempted_call_s", timed(lambda: [ckpt.preempted() for _ in range(calls)]) / calls)
-    medians = {k: statistics.median(v) for k, v in samples.items() if k != "segment_s"}
-    medians["throughput_ratio"] = medians.pop("throughput_pair_ratios")
+    medians["throughput_ratio"] = statistics.median(samples["throughput_pair_ratios"])
     medians["steps_per_s_without"] = every / statistics.median(
         t for t, with_ in zip(segments.seconds, segments.pattern) if not with_)
-    return {"size_mib": size_mib, "state_mb": state_bytes(model) / 1e6, "width": width,
-            "median": medians, "samples": samples}
 
 
 def table(results: List[Dict[str, Any]]) -> str:
-    rows = ["| model | method | stall (s) | stall / memcpy | save (s) | save MB/s | restore (s) "
-            "| restore MB/s |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| model | method | stall (s) | stall / memcpy | save (s) | save MB/s "
+            "| restore from disk (s) | MB/s | restore from the page cache (s) | MB/s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for result in results:
         m = result["median"]
         for method in ("tfdist", "save_weights", "keras_backup"):
             mb = m.get(f"{method}.file_mb")
             if mb is None:
                 continue
-            rows.append(
-                f"| {result['size_mib']:g} MiB | {method} | {m[method + '.stall_s']:.4f} | "
-                f"{m[method + '.stall_s'] / m['memcpy_s']:.1f} | {m[method + '.save_s']:.3f} | "
-                f"{mb / m[method + '.save_s']:.0f} | {m[method + '.restore_s']:.3f} | "
-                f"{mb / m[method + '.restore_s']:.0f} |")
+            cells = [m[method + ".stall_s"], m[method + ".stall_s"] / m["memcpy_s"],
+                     m[method + ".save_s"], mb / m[method + ".save_s"],
+                     m[method + ".restore_cold_s"], mb / m[method + ".restore_cold_s"],
+                     m[method + ".restore_warm_s"], mb / m[method + ".restore_warm_s"]]
+            formats = [".4f", ".1f", ".3f", ".0f", ".3f", ".0f", ".3f", ".0f"]
+            rows.append(f"| {result['size_mib']:g} MiB | {method} | " +
+                        " | ".join(format(c, f) for c, f in zip(cells, formats)) + " |")
     rows.append("")
     rows.append("| model | tfdist save / save_weights | the same, tfdist without fsync | "
-                "tfdist save / (save_weights + fsync) | tfdist restore / load_weights | "
-                "the same, both files out of the page cache | "
+                "tfdist save / (save_weights + fsync) | tfdist restore / load_weights, "
+                "both from disk | both from the page cache | each file as its save left it | "
                 "throughput with / without a checkpoint every N steps |")
-    rows.append("|---|---|---|---|---|---|---|")
+    rows.append("|---|---|---|---|---|---|---|---|")
     for result in results:
         m = result["median"]
-        if "save_weights.save_s" in m:
+        if "save_weights.save_s" not in m:
+            continue
+        ratios = [m["tfdist.save_s"] / m["save_weights.save_s"],
+                  m["tfdist.save_nofsync_s"] / m["save_weights.save_s"],
+                  m["tfdist.save_s"] / m["save_weights.save_fsync_s"]]
+        ratios += [m[f"tfdist.{key}"] / m[f"save_weights.{key}"]
+                   for key in ("restore_cold_s", "restore_warm_s", "restore_s")]
+        throughput = "not measured (--segments 0)"
+        if "throughput_ratio" in m:
             pairs = result["samples"]["throughput_pair_ratios"]
-            rows.append(f"| {result['size_mib']:g} MiB | "
-                        f"{m['tfdist.save_s'] / m['save_weights.save_s']:.2f} | "
-                        f"{m['tfdist.save_nofsync_s'] / m['save_weights.save_s']:.2f} | "
-                        f"{m['tfdist.save_s'] / m['save_weights.save_fsync_s']:.2f} | "
-                        f"{m['tfdist.restore_s'] / m['save_weights.restore_s']:.2f} | "
-                        f"{m['tfdist.restore_cold_s'] / m['save_weights.restore_cold_s']:.2f} | "
-                        f"{m['throughput_ratio']:.3f} (N = {result['checkpoint_every']}; "
-                        f"{len(pairs)} pairs, {min(pairs):.3f}-{max(pairs):.3f}) |")
+            throughput = (f"{m['throughput_ratio']:.3f} (N = {result['checkpoint_every']}; "
+                          f"{len(pairs)} pairs, {min(pairs):.3f}-{max(pairs):.3f})")
+        rows.append(f"| {result['size_mib']:g} MiB | " +
+                    " | ".join(f"{r:.2f}" for r in ratios) + f" | {throughput} |")
     return "\n".join(rows)
 
 
@@ -280,7 +331,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--every", type=int, default=100, help="checkpoint every N steps")
     parser.add_argument("--segments", type=int, default=16,
-                        help="alternating throughput segments of N steps (default 16)")
+                        help="alternating throughput segments of N steps (default 16; "
+                             "0 skips the throughput measurement)")
     parser.add_argument("--dir", default=None, help="where files go (default: a temp dir)")
     parser.add_argument("--json", default=None, help="write the results here (rank 0)")
     args = parser.parse_args(argv)

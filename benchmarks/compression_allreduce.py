@@ -1,6 +1,8 @@
 """fp16/bf16 wire compression on one large allreduce: time, wire bytes and error against none.
 
     tfdistrun -np 2 python -m benchmarks.compression_allreduce --json docs/bench/compression-allreduce-np2.json
+    TFDIST_VIRTUAL_HOSTS=2 TFDIST_EMULATED_BANDWIDTH=1.25e9 \
+        tfdistrun -np 2 python -m benchmarks.compression_allreduce     # across a 10 Gb/s link
 
 Every repetition runs the three compressions back to back on the same
 64 MiB float32 tensor (interleaved, so that a machine shared with other work
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -23,6 +26,10 @@ import numpy as np
 
 from benchmarks import write_json
 
+# Environment variables that choose the link the allreduce crosses: emulated
+# hosts (README, "Emulated hosts") or Open MPI's transport.
+LINK_SETTINGS = ("TFDIST_VIRTUAL_HOSTS", "TFDIST_EMULATED_BANDWIDTH", "TFDIST_EMULATED_LATENCY",
+                 "OMPI_MCA_btl", "OMPI_MCA_pml")
 
 
 def _timings(tfdist, tensor, compressions: Dict[str, Any], repetitions: int) -> Dict[str, Any]:
@@ -98,6 +105,8 @@ def main(argv: List[str]) -> int:
     import tfdist
 
     tfdist.init()
+    # The link decides whether halving the bytes pays: say which one this was.
+    link = {name: os.environ[name] for name in LINK_SETTINGS if name in os.environ}
     compressions = {"none": tfdist.Compression.none, "fp16": tfdist.Compression.fp16,
                     "bf16": tfdist.Compression.bf16}
     elements = args.mib * (1 << 20) // 4
@@ -107,9 +116,11 @@ def main(argv: List[str]) -> int:
         "command": "tfdistrun -np %d python -m benchmarks.compression_allreduce %s"
                    % (tfdist.size(), " ".join(argv)),
         "ranks": tfdist.size(),
+        "link_settings": link,
         "tensor_mib": args.mib,
         "repetitions": args.repetitions,
-        "note": "medians of interleaved repetitions; shared, loaded 2-core machine",
+        "note": "medians of interleaved repetitions",
+        "load_average_at_start": os.getloadavg()[0],
         "timings": _timings(tfdist, tensor, compressions, args.repetitions),
         "average_error": _errors(tfdist, compressions),
     }

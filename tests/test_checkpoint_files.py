@@ -5,6 +5,7 @@ Each trial runs tests/workers/checkpoint_writer_child.py in its own process
 values are regenerated here from the step number, independently of the
 file that is read back.
 """
+import mmap
 import os
 import random
 import signal
@@ -208,6 +209,184 @@ def test_large_arrays_written_past_the_cache_read_back_bit_for_bit(tmp_path, mon
     open(path, "wb").write(bytes(data))
     with pytest.raises(FILE_FORMAT.CorruptCheckpoint, match="CRC-32"):
         FILE_FORMAT.read(path)
+
+
+def _evict(path):
+    """Drops ``path``'s pages from the page cache (written back first), so that the next read
+    comes from the disk, as after a restart on another host."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(descriptor)
+
+
+def _read_into_cache(path, start=0, length=None):
+    """Reads [start, start + length) (the whole file by default) into the page cache, and no
+    more: readahead off, which would otherwise bring in the next megabytes too."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_RANDOM)
+        os.pread(descriptor, length if length is not None else os.path.getsize(path), start)
+    finally:
+        os.close(descriptor)
+
+
+def _o_direct_works(directory):
+    """Whether this file system takes O_DIRECT (tmpfs does not)."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    probe = os.path.join(directory, "probe")
+    open(probe, "wb").close()
+    try:
+        os.close(os.open(probe, os.O_RDONLY | flag))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.unlink(probe)
+
+
+def _spy_reads(monkeypatch):
+    """Records (offset, bytes, went past the cache) for every pread of direct_io's reader."""
+    import fcntl
+    direct_io = FILE_FORMAT.direct_io
+    reads = []
+    original = direct_io._pread
+
+    def spy(descriptor, raw, offset):
+        flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+        reads.append((offset, raw.size, bool(flags & getattr(os, "O_DIRECT", 0))))
+        return original(descriptor, raw, offset)
+
+    monkeypatch.setattr(direct_io, "_pread", spy)
+    return reads
+
+
+def _dataset_range(path, key):
+    import h5py
+    with h5py.File(path, "r") as handle:
+        dataset = handle[key]
+        return dataset.id.get_offset(), dataset.nbytes
+
+
+def _direct_bytes(reads, start, length):
+    """How many bytes of [start, start + length) were read past the page cache."""
+    return sum(size for offset, size, direct in reads
+               if direct and start <= offset < start + length)
+
+
+@pytest.mark.parametrize("where", ["disk", "page_cache", "half_cached", "no_o_direct"])
+def test_a_checkpoint_reads_back_bit_for_bit_past_the_cache_through_it_and_without_o_direct(
+        tmp_path, monkeypatch, where):
+    import numpy as np
+    saved = _mixed_layout_contents()
+    path = str(tmp_path / FILE_FORMAT.file_name(9))
+    FILE_FORMAT.write(path, saved)
+    direct = _o_direct_works(str(tmp_path)) and where != "no_o_direct"
+    if where == "no_o_direct":  # a platform without it: every byte through the cache
+        monkeypatch.delattr(FILE_FORMAT.direct_io.os, "O_DIRECT", raising=False)
+    aligned = _dataset_range(path, "model/00000")
+    ragged = _dataset_range(path, "model/00002")
+    _evict(path)
+    if where == "page_cache":
+        _read_into_cache(path)
+    elif where == "half_cached":
+        # The first large array's pages only. Said by the kernel's answer rather than
+        # made real: HDF5's own reads of metadata would bring in more (readahead).
+        def first_array_cached(descriptor, size):
+            pages = np.zeros(-(-size // mmap.PAGESIZE), bool)
+            pages[aligned[0] // mmap.PAGESIZE:(aligned[0] + aligned[1]) // mmap.PAGESIZE] = True
+            return pages
+        monkeypatch.setattr(FILE_FORMAT.direct_io, "resident_pages", first_array_cached)
+    reads = _spy_reads(monkeypatch)
+    contents = FILE_FORMAT.read(path)
+    assert _bitwise_same(saved, contents)
+    assert np.array_equal(contents.rank_states[0]["residual"], saved.rank_states[0]["residual"])
+    # Large arrays come past the cache from the disk, through it where it holds them;
+    # a partial last block always through it.
+    cached_first = where in ("page_cache", "half_cached")
+    assert _direct_bytes(reads, *aligned) == (aligned[1] if direct and not cached_first else 0)
+    ragged_direct = ragged[1] - ragged[1] % FILE_FORMAT.direct_io.ALIGNMENT
+    assert _direct_bytes(reads, *ragged) == (ragged_direct if direct and where != "page_cache"
+                                             else 0)
+    if direct and where == "disk":  # read once, not cached: the pages stay out of the cache
+        with FILE_FORMAT.direct_io.DataReader(path) as reader:
+            assert reader.cached_fraction(*aligned) < 0.5
+
+
+def test_the_kernel_says_which_pages_are_in_the_page_cache(tmp_path):
+    direct_io = FILE_FORMAT.direct_io
+    path = str(tmp_path / "data")
+    with open(path, "wb") as handle:
+        handle.write(os.urandom(64 * mmap.PAGESIZE))
+    _evict(path)
+    _read_into_cache(path, 16 * mmap.PAGESIZE, 8 * mmap.PAGESIZE)
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        pages = direct_io.resident_pages(descriptor, os.path.getsize(path))
+    finally:
+        os.close(descriptor)
+    if pages is None:
+        pytest.skip("this kernel does not say (no mincore)")
+    assert pages.shape == (64,) and pages[16:24].all()
+    if _o_direct_works(str(tmp_path)):  # a real disk: the others were dropped (tmpfs keeps all)
+        assert not pages[:16].any() and not pages[24:].any()
+    with direct_io.DataReader(path) as reader:
+        assert reader.cached_fraction(16 * mmap.PAGESIZE, 8 * mmap.PAGESIZE) == 1.0
+        assert reader.cached_fraction(12 * mmap.PAGESIZE, 8 * mmap.PAGESIZE) >= 0.5
+
+
+def test_read_into_unaligned_buffers_goes_through_the_cache_and_still_verifies(tmp_path):
+    import numpy as np
+    saved = _mixed_layout_contents()
+    path = str(tmp_path / FILE_FORMAT.file_name(9))
+    FILE_FORMAT.write(path, saved)
+    _evict(path)
+    first = saved.groups["model"][0]
+    unaligned = np.empty(first.nbytes + 8, np.uint8)[8:].view(first.dtype).reshape(first.shape)
+    assert unaligned.ctypes.data % FILE_FORMAT.direct_io.ALIGNMENT != 0
+    contents = FILE_FORMAT.read(path, {"model": [unaligned]})
+    assert np.shares_memory(contents.groups["model"][0], unaligned)
+    assert _bitwise_same(saved, contents)
+
+
+@pytest.mark.parametrize("where", ["direct_part", "partial_last_block"])
+def test_a_flipped_byte_is_caught_when_read_past_the_cache(tmp_path, monkeypatch, where):
+    saved = _mixed_layout_contents()
+    path = str(tmp_path / FILE_FORMAT.file_name(9))
+    FILE_FORMAT.write(path, saved)
+    offset, nbytes = _dataset_range(path, "model/00002")  # 1.4 MB, ends in a partial block
+    target = offset + (nbytes // 3 if where == "direct_part" else nbytes - 3)
+    with open(path, "r+b") as handle:
+        handle.seek(target)
+        byte = handle.read(1)[0]
+        handle.seek(target)
+        handle.write(bytes([byte ^ 0x08]))
+    _evict(path)
+    reads = _spy_reads(monkeypatch)
+    with pytest.raises(FILE_FORMAT.CorruptCheckpoint, match="model/00002: its CRC-32"):
+        FILE_FORMAT.read(path)
+    if _o_direct_works(str(tmp_path)):
+        assert _direct_bytes(reads, offset, nbytes) > 0
+
+
+def test_the_data_reader_reports_a_file_that_ends_early(tmp_path):
+    import numpy as np
+    direct_io = FILE_FORMAT.direct_io
+    path = str(tmp_path / "data")
+    payload = np.random.RandomState(SEED).bytes(3 * direct_io.ALIGNMENT + 100)
+    with open(path, "wb") as handle:
+        handle.write(payload)
+    _evict(path)
+    with direct_io.DataReader(path) as reader:
+        into = direct_io.aligned_empty((2 * direct_io.ALIGNMENT + 50,), np.uint8)
+        reader.read(direct_io.ALIGNMENT, into)  # direct, then the tail through the cache
+        assert into.tobytes() == payload[direct_io.ALIGNMENT:3 * direct_io.ALIGNMENT + 50]
+        with pytest.raises(EOFError, match="ends before offset"):
+            reader.read(2 * direct_io.ALIGNMENT, into)
 
 
 WAIT_THEN_FINISH = """

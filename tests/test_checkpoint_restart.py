@@ -7,10 +7,13 @@
   uninterrupted run (tests/workers/resume_worker.py);
 - a checkpoint saved on 3 ranks restored on 2, and the reverse, with a
   damaged newest file and a mismatching model on the way;
-- restore's threaded per-variable broadcast, at np=2 and 3: every value of
-  several dtypes and sizes checked bit for bit against numpy on every rank,
-  a mismatch that changes nothing, a damaged file's fallback, and a save
-  after a restore (tests/workers/checkpoint_restore_worker.py);
+- restore's pipelined transfer (rank 0 reads, verifies and broadcasts at
+  once; every rank assigns only after the verdict), at np=1, 2 and 3: every
+  value of several dtypes and sizes checked bit for bit against numpy on
+  every rank, read past the page cache and through it, a mismatch (on every
+  rank or one) that changes nothing, a damaged file's fallback, every file
+  damaged, and a save after a restore
+  (tests/workers/checkpoint_restore_worker.py);
 - SIGTERM to tfdistrun mid-epoch: every rank saves the same batch, the job
   exits with PREEMPTED_EXIT_CODE, is not restarted, and a relaunch finishes
   bit-identical.
@@ -141,6 +144,12 @@ def test_restore_broadcasts_every_value_exactly_np2(tmp_path):
     output = run_workers("checkpoint_restore_worker.py", 2, [str(tmp_path / "ckpt")],
                          timeout=180)
     assert output.count("restores checked") == 2, output[-4000:]
+
+
+def test_restore_on_one_rank_reads_and_assigns_every_value_exactly(tmp_path):
+    output = run_workers("checkpoint_restore_worker.py", 1, [str(tmp_path / "ckpt")],
+                         timeout=180)
+    assert output.count("restores checked") == 1, output[-4000:]
 
 
 def test_restore_broadcasts_every_value_exactly_np3(tmp_path):

@@ -148,17 +148,24 @@ class TopKCompressor(Compressor):
         """Whether allgathering ``pairs`` pairs per rank beats a dense allreduce of ``elements``.
 
         Uses the link cost the runtime measured (or was configured with) and
-        the survey's formulas: ring allgather (P−1)(L + 8k·G) against the
-        bandwidth-optimal allreduce 2·log2(P)·L + 2(P−1)/P·4n·G plus its
-        reduction. The union of the ranks' indices is not known before the
-        exchange, so the gather is costed at its worst case (no overlap).
+        the survey's formulas: ring allgather (P−1)(L + 8k·G) plus adding the
+        P·k gathered values into the result, against the bandwidth-optimal
+        allreduce 2·log2(P)·L + 2(P−1)/P·4n·G plus its reduction. The union
+        of the ranks' indices is not known before the exchange, so the gather
+        is costed at its worst case (no overlap).
         """
         cost = runtime.link_cost()
         latency, per_byte = cost["latency_s"], cost["seconds_per_byte"]
-        gather = (size - 1) * latency + gather_wire_bytes(pairs * _PAIR_BYTES, size) * per_byte
+        reduce_per_byte = cost["reduce_seconds_per_byte"]
+        # The scatter-add touches every gathered value once, at least what
+        # reducing as many dense values costs. Without this term a link
+        # whose latency was measured high made P = 2 gather even at ratio 1:
+        # the dense formula pays two latencies there, the gather one.
+        gather = ((size - 1) * latency + gather_wire_bytes(pairs * _PAIR_BYTES, size) * per_byte
+                  + size * pairs * _FLOAT32_BYTES * reduce_per_byte)
         dense_bytes = elements * _FLOAT32_BYTES
         dense = (2 * math.log2(size) * latency + dense_wire_bytes(dense_bytes, size) * per_byte
-                 + (size - 1) / size * dense_bytes * cost["reduce_seconds_per_byte"])
+                 + (size - 1) / size * dense_bytes * reduce_per_byte)
         return gather < dense
 
     def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,

@@ -95,9 +95,10 @@ def body() -> None:
             variable.assign(tf.zeros_like(variable))
         received.clear()
         if hvd.rank() != 0:
-            def unreadable(path):
+            def unreadable(path, *args, **kwargs):
                 raise FileNotFoundError(f"{path} is not on this host")
             ckpt.file_format.read = unreadable
+            ckpt.file_format.CheckpointReader = unreadable
         assert ckpt.restore(directory, model=model, optimizer=optimizer,
                             variables=[counter]).step == 8
         for key, value in values(model, optimizer, counter).items():

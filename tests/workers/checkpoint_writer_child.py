@@ -11,7 +11,8 @@ save had to wait for it. It imports only the writer and the file format
 second.
 
 "damage" saves steps 1 and 2, then, in each trial, truncates the newest file
-or flips random bytes in it, and checks what restore's choice of file
+or flips random bytes in it (half of the trials then drop it from the page
+cache, so that it is read past the cache), and checks what restore's choice of file
 (``newest_valid``) returns: exactly the values saved at step 2, or step 1's
 with step 2 reported as damaged. It prints one line per trial and exits
 non-zero on anything else. It runs in its own process so that an HDF5 crash
@@ -91,6 +92,11 @@ def damage(directory: str, seed: int, trials: int) -> int:
                     byte = handle.read(1)[0]
                     handle.seek(offset)
                     handle.write(bytes([byte ^ rng.randint(1, 255)]))
+        if trial % 4 >= 2:  # half of each kind read from the disk, past the page cache
+            descriptor = os.open(newest, os.O_RDONLY)
+            os.fsync(descriptor)
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(descriptor)
         path, contents, failures = file_format.newest_valid(directory)
         if path == newest and same_contents(contents, expected_contents(file_format, 2)):
             outcome = "newest, intact values"

@@ -24,17 +24,15 @@ same values. See docs/fault_tolerance.md for the format and the guarantees.
 from __future__ import annotations
 
 import json
-import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from tfdist import ops, runtime
-from tfdist.checkpoint import file_format, writer
-from tfdist.checkpoint.snapshot import SnapshotBuffers, shared_value
+from tfdist.checkpoint import file_format, loader, messages, writer
+from tfdist.checkpoint.errors import CheckpointError
+from tfdist.checkpoint.snapshot import SnapshotBuffers
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
 
 __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "preempted",
@@ -44,12 +42,6 @@ __all__ = ["CheckpointError", "PREEMPTED_EXIT_CODE", "Restored", "latest", "pree
 # Rank 0's host copies, reused by the next save (see snapshot.py). Like the
 # pending write in writer.py, process state that save() needs across calls.
 _SNAPSHOT = SnapshotBuffers()
-# Threads issuing restore's broadcasts: two keep one transfer and one assign going.
-_RESTORE_THREADS = 2
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint could not be saved, or none could be restored; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +51,6 @@ class Restored:
     step: int
     extra: Dict[str, Any] = field(default_factory=dict)
     path: str = ""
-
-
-def _variable_path(variable: Any) -> str:
-    return str(getattr(variable, "path", None) or variable.name)
-
-
-def _dtype_name(variable: Any) -> str:
-    return tf.as_dtype(variable.dtype).name
 
 
 def _targets(model: Any, optimizer: Any, variables: Iterable[Any]) -> Dict[str, List[Any]]:
@@ -81,19 +65,6 @@ def _targets(model: Any, optimizer: Any, variables: Iterable[Any]) -> Dict[str, 
     return {"model": list(model.variables) if model is not None else [],
             "optimizer": list(optimizer.variables) if optimizer is not None else [],
             "variables": list(variables)}
-
-
-def _broadcast_bytes(data: Optional[bytes], name: str) -> bytes:
-    """Rank 0's ``data`` on every rank (the others pass None)."""
-    if runtime.size() == 1:
-        return data or b""
-    is_root = runtime.rank() == 0
-    length = np.array([len(data) if is_root and data else 0], dtype=np.int64)
-    length = int(ops.broadcast(length, root_rank=0, name=f"{name}.length").numpy()[0])
-    if length == 0:
-        return b""
-    payload = (np.frombuffer(data, np.uint8) if is_root else np.zeros(length, np.uint8))
-    return ops.broadcast(payload, root_rank=0, name=f"{name}.data").numpy().tobytes()
 
 
 def _gather_states(own_state: bytes, failure: str, name: str) -> Tuple[List[bytes], str]:
@@ -180,7 +151,7 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
         contents = file_format.Contents(
             step=step, extra=extra_json,
             groups={g: _SNAPSHOT.copy(g, vs) for g, vs in targets.items()},
-            paths={g: [_variable_path(v) for v in vs] for g, vs in targets.items()},
+            paths={g: [loader.variable_path(v) for v in vs] for g, vs in targets.items()},
             world_size=runtime.size(),
             rank_states=[file_format.deserialize_arrays(s) for s in states])
         if blocking:
@@ -191,7 +162,8 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
         else:
             writer.PENDING.start(directory, contents, keep)
     if blocking:
-        failure = _broadcast_bytes(failure.encode(), "tfdist.checkpoint.save.done").decode()
+        failure = messages.broadcast_bytes(failure.encode(),
+                                           "tfdist.checkpoint.save.done").decode()
         if failure:
             raise CheckpointError(failure)
     return path
@@ -201,55 +173,6 @@ def latest(directory: str) -> Optional[str]:
     """The newest checkpoint in ``directory`` that verifies, or None. Not a collective."""
     path, _, _ = file_format.newest_valid(str(directory))
     return path
-
-
-def _choose(directory: str) -> Tuple[Dict[str, Any], Optional[file_format.Contents]]:
-    """Rank 0's choice of checkpoint: the JSON header every rank receives, and its contents."""
-    # Into the snapshot buffers, mapped already; what is read becomes the
-    # buffers of the next save (a job that just started has none yet).
-    path, contents, failures = file_format.newest_valid(directory, _SNAPSHOT.buffers())
-    if contents is not None:
-        _SNAPSHOT.adopt(contents.groups)
-    for failure in failures:
-        warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {failure}",
-                      stacklevel=3)
-    if path is None:
-        if failures:
-            return {"error": f"no checkpoint in {directory} verifies:\n  " +
-                    "\n  ".join(failures)}, None
-        return {"none": True}, None
-    return {"path": path, "step": contents.step, "extra": contents.extra,
-            "world_size": contents.world_size,
-            "groups": {g: [file_format.array_entry(a, p) for a, p in
-                           zip(contents.groups[g], contents.paths[g])]
-                       for g in file_format.GROUPS},
-            "rank_state_arrays": sum(len(s) for s in contents.rank_states)}, contents
-
-
-def _check_match(header: Mapping[str, Any], targets: Mapping[str, List[Any]]) -> None:
-    """Raises CheckpointError, naming the variable and both shapes, if the checkpoint does not fit."""
-    path = header["path"]
-    for group, entries in header["groups"].items():
-        current = targets[group]
-        if len(entries) != len(current):
-            saved_paths = {e["path"] for e in entries}
-            current_paths = {_variable_path(v) for v in current}
-            missing = sorted(current_paths - saved_paths)
-            extra = sorted(saved_paths - current_paths)
-            hint = " (is the model built?)" if not current else ""
-            raise CheckpointError(
-                f"checkpoint {path} holds {len(entries)} {group} variables, the {group} being "
-                f"restored has {len(current)}{hint}; missing from the checkpoint: "
-                f"{missing or 'none by name'}; only in the checkpoint: {extra or 'none by name'}")
-        for index, (entry, variable) in enumerate(zip(entries, current)):
-            shape = tuple(int(d) for d in variable.shape)
-            dtype = _dtype_name(variable)
-            if tuple(entry["shape"]) != shape or entry["dtype"] != dtype:
-                raise CheckpointError(
-                    f"checkpoint {path} does not match {group} variable {index} "
-                    f"'{_variable_path(variable)}': the checkpoint has shape "
-                    f"{tuple(entry['shape'])} {entry['dtype']} (saved as '{entry['path']}'), "
-                    f"the variable has shape {shape} {dtype}; nothing was restored")
 
 
 def restore(directory: str, *, model: Any = None, optimizer: Any = None,
@@ -266,77 +189,10 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     the one that saved; otherwise it is reset (``restore_rank_state({})``)
     with a warning.
     """
-    directory = str(directory)
     targets = _targets(model, optimizer, variables)
-    is_root = runtime.rank() == 0
-    contents = None
-    header: Dict[str, Any] = {}
-    if is_root:
-        failure = _pending_failure()  # the newest file must be complete before choosing
-        header, contents = ({"error": failure}, None) if failure else _choose(directory)
-    text = _broadcast_bytes(json.dumps(header).encode() if is_root else None,
-                            "tfdist.checkpoint.restore.header")
-    header = json.loads(text)
-    if "error" in header:
-        raise CheckpointError(header["error"])
-    if header.get("none"):
+    # The newest file must be complete before choosing one.
+    pending_failure = _pending_failure() if runtime.rank() == 0 else ""
+    header = loader.load_newest(str(directory), targets, _SNAPSHOT, pending_failure)
+    if header is None:
         return None
-    _check_match(header, targets)
-    _assign_from_root([v for g in file_format.GROUPS for v in targets[g]],
-                      [a for g in file_format.GROUPS for a in contents.groups[g]]
-                      if is_root else None)
-    _restore_rank_states(header, contents)
     return Restored(step=int(header["step"]), extra=header["extra"], path=header["path"])
-
-
-def _assign_from_root(variables: List[Any], arrays: Optional[List[np.ndarray]]) -> None:
-    """Assigns rank 0's ``arrays`` to ``variables`` on every rank, one broadcast per variable.
-
-    Rank 0 has read and verified every array before this is called, and
-    every rank has checked that they fit, so nothing here can refuse them.
-    Per variable rather than one concatenation per dtype: the state is
-    copied fewer times (no concatenate, no split). Two threads issue the
-    broadcasts, so that one variable is assigned while the next one is in
-    transfer (the ops release the GIL; ranks match them by name, whatever
-    the order). On the receiving ranks the op's input is the variable's own
-    value, which shares its buffer: no array is allocated and copied only
-    to be overwritten (docs/fault_tolerance.md has the measurements).
-    """
-    if runtime.size() == 1:
-        for variable, array in zip(variables, arrays):
-            variable.assign(array)
-        return
-
-    def receive(index: int) -> None:
-        variable = variables[index]
-        source = arrays[index] if arrays is not None else shared_value(variable)
-        received = ops.broadcast(source, root_rank=0,
-                                 name=f"tfdist.checkpoint.restore.{index}")
-        del source  # no second user of the variable's buffer: assign copies into it in place
-        variable.assign(received)
-
-    with ThreadPoolExecutor(_RESTORE_THREADS, thread_name_prefix="tfdist-restore") as pool:
-        for future in [pool.submit(receive, index) for index in range(len(variables))]:
-            future.result()
-
-
-def _restore_rank_states(header: Mapping[str, Any], contents: Any) -> None:
-    size = runtime.size()
-    if header["world_size"] != size:
-        if header["rank_state_arrays"] and runtime.rank() == 0:
-            warnings.warn(f"tfdist.checkpoint: {header['path']} was saved by "
-                          f"{header['world_size']} ranks and is restored on {size}: each rank's "
-                          f"own state (e.g. compression residuals) starts fresh", stacklevel=3)
-        runtime.restore_rank_state({})
-        return
-    if not header["rank_state_arrays"]:
-        runtime.restore_rank_state({})
-        return
-    mine = b""
-    for rank in range(size):
-        blob = (file_format.serialize_arrays(contents.rank_states[rank])
-                if runtime.rank() == 0 else None)
-        received = _broadcast_bytes(blob, f"tfdist.checkpoint.restore.rank_state.{rank}")
-        if rank == runtime.rank():
-            mine = received
-    runtime.restore_rank_state(file_format.deserialize_arrays(mine) if mine else {})

@@ -28,6 +28,7 @@ crash tests need only h5py and numpy.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,7 +36,7 @@ import re
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
@@ -237,8 +238,54 @@ def _reusable(buffers: Optional[Buffers], group: str, index: int, size: int,
     return flat if flat.dtype == stored_dtype else None
 
 
-def _read_dataset(dataset: h5py.Dataset, entry: Mapping[str, Any], where: str,
-                  version: int, into: Optional[np.ndarray] = None) -> np.ndarray:
+def _numpy_dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes  # bfloat16, float8_*: installed with TensorFlow
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+@contextlib.contextmanager
+def _damage_is_corruption(where: str = "") -> Iterator[None]:
+    """Raises what h5py (damaged object headers, b-trees, attributes) and a short read
+    raise as CorruptCheckpoint, naming ``where``."""
+    try:
+        yield
+    except CorruptCheckpoint:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise CorruptCheckpoint(f"{where}{type(error).__name__}: {error}") from None
+
+
+def _raw_offset(dataset: h5py.Dataset) -> Optional[int]:
+    """The file offset of the dataset's bytes if they lie there as they are (contiguous,
+    unfiltered, allocated in this file), so that they can be read without HDF5; else None."""
+    plist = dataset.id.get_create_plist()
+    if (plist.get_layout() != h5py.h5d.CONTIGUOUS or plist.get_nfilters()
+            or plist.get_external_count()):
+        return None
+    offset = dataset.id.get_offset()
+    if offset is None or dataset.id.get_storage_size() != dataset.nbytes:
+        return None
+    return offset
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """One dataset as the manifest describes it, checked against the file's metadata."""
+
+    dataset: h5py.Dataset
+    entry: Mapping[str, Any]
+    where: str
+    size: int
+    stored_dtype: np.dtype
+    offset: Optional[int]  # of its raw bytes; None: read through HDF5
+
+
+def _checked(dataset: h5py.Dataset, entry: Mapping[str, Any], where: str,
+             version: int) -> _Stored:
+    """``dataset`` once its dtype, size and checksum fit the manifest's ``entry``."""
     shape = tuple(entry["shape"])
     size = int(np.prod(shape, dtype=np.int64))
     stored_dtype = np.dtype(entry["stored"])
@@ -250,45 +297,130 @@ def _read_dataset(dataset: h5py.Dataset, entry: Mapping[str, Any], where: str,
         raise CorruptCheckpoint(f"{where}: no fletcher32 filter on a version 1 dataset")
     if version >= 2 and not isinstance(entry.get("crc32"), int):
         raise CorruptCheckpoint(f"{where}: the manifest holds no CRC-32 for it")
-    data = into if into is not None else direct_io.aligned_empty((size,), stored_dtype)
-    if size:
+    return _Stored(dataset, entry, where, size, stored_dtype,
+                   _raw_offset(dataset) if size else None)
+
+
+# Called with (index in the order of GROUPS, array) as each array has verified.
+ArrayDone = Callable[[int, np.ndarray], None]
+
+
+class CheckpointReader:
+    """One checkpoint file, open for reading.
+
+    Opening reads only metadata: it checks the manifest against its digest,
+    and every dataset's dtype and size against the manifest; ``step``,
+    ``extra``, ``world_size`` and ``entries`` (the manifest's description of
+    each array, by group) are then known. ``contents`` reads and verifies
+    the data. Raises CorruptCheckpoint for anything that fails.
+
+    Datasets whose bytes lie contiguous in the file are read at their offset
+    with direct_io's reader (past the page cache where the file is not in
+    it); the others (version 1's fletcher32 chunks) through HDF5.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._handle = _open(path)
+        self._data: Optional[direct_io.DataReader] = None
         try:
-            dataset.read_direct(data)  # HDF5 checks fletcher32 here (version 1)
-        except OSError as error:
-            raise CorruptCheckpoint(f"{where}: {error}") from None
-    if version >= 2 and _crc32(data) != entry["crc32"]:
-        raise CorruptCheckpoint(f"{where}: its CRC-32 differs from the manifest's")
-    data = data.reshape(shape)
-    dtype = _numpy_dtype(entry["dtype"])
-    return data if dtype == stored_dtype else data.view(dtype)
+            with _damage_is_corruption():
+                self._index()
+                self._data = direct_io.DataReader(path)
+        except BaseException:
+            self.close()
+            raise
 
+    def _index(self) -> None:
+        manifest, self._version, _ = _verified_manifest(self._handle)
+        self.step = int(manifest["step"])
+        self.extra: Dict[str, Any] = manifest["extra"]
+        self.world_size = int(manifest["world_size"])
+        self.entries: Dict[str, List[Dict[str, Any]]] = {}
+        self._groups: Dict[str, List[_Stored]] = {}
+        for group_name in GROUPS:
+            entries = manifest["groups"].get(group_name, [])
+            group = self._handle[group_name]
+            if len(group) != len(entries):
+                raise CorruptCheckpoint(f"/{group_name} holds {len(group)} datasets, "
+                                        f"the manifest {len(entries)}")
+            self.entries[group_name] = entries
+            self._groups[group_name] = [
+                _checked(group[f"{i:05d}"], e, f"/{group_name}/{i:05d}", self._version)
+                for i, e in enumerate(entries)]
+        self._rank_states: List[List[_Stored]] = [
+            [_checked(self._handle[f"rank_state/{rank:05d}/{i:05d}"], e,
+                      f"/rank_state/{rank:05d}/{i:05d}", self._version)
+             for i, e in enumerate(entries)]
+            for rank, entries in enumerate(manifest["rank_state"])]
 
-def _numpy_dtype(name: str) -> np.dtype:
-    try:
-        return np.dtype(name)
-    except TypeError:
-        import ml_dtypes  # bfloat16, float8_*: installed with TensorFlow
-        return np.dtype(getattr(ml_dtypes, name))
+    def __enter__(self) -> "CheckpointReader":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._data is not None:
+            self._data.close()
+            self._data = None
+        self._handle.close()
+
+    def rank_state_arrays(self) -> int:
+        """How many per-rank arrays the file holds, over all ranks."""
+        return sum(len(state) for state in self._rank_states)
+
+    def contents(self, buffers: Optional[Buffers] = None,
+                 each: Optional[ArrayDone] = None) -> Contents:
+        """Reads and verifies every array: the groups' in order, then the rank states.
+
+        ``buffers`` (arrays by group, as in Contents.groups) are read into
+        where their size and dtype fit, instead of fresh arrays: memory that
+        is already mapped takes no page faults, which on this VM made reading
+        into fresh memory up to several times slower. Their contents are
+        undefined if the read fails. ``each`` is called as each array of
+        the groups has verified; nothing read may be used before this
+        returns, since a later array may fail.
+        """
+        groups: Dict[str, List[np.ndarray]] = {}
+        count = 0
+        for group_name in GROUPS:
+            arrays = groups[group_name] = []
+            for index, stored in enumerate(self._groups[group_name]):
+                array = self._read(stored, _reusable(buffers, group_name, index, stored.size,
+                                                     stored.stored_dtype))
+                arrays.append(array)
+                if each is not None:
+                    each(count, array)
+                count += 1
+        rank_states = [{stored.entry["path"]: self._read(stored) for stored in state}
+                       for state in self._rank_states]
+        return Contents(step=self.step, extra=self.extra, groups=groups,
+                        paths={g: [e["path"] for e in self.entries[g]] for g in GROUPS},
+                        world_size=self.world_size, rank_states=rank_states)
+
+    def _read(self, stored: _Stored, into: Optional[np.ndarray] = None) -> np.ndarray:
+        data = into if into is not None else direct_io.aligned_empty((stored.size,),
+                                                                      stored.stored_dtype)
+        with _damage_is_corruption(f"{stored.where}: "):
+            if stored.offset is not None:
+                self._data.read(stored.offset, data)
+            elif stored.size:
+                stored.dataset.read_direct(data)  # HDF5 checks fletcher32 here (version 1)
+            if self._version >= 2 and _crc32(data) != stored.entry["crc32"]:
+                raise CorruptCheckpoint(f"{stored.where}: its CRC-32 differs from the manifest's")
+            data = data.reshape(stored.entry["shape"])
+            dtype = _numpy_dtype(stored.entry["dtype"])
+        return data if dtype == stored.stored_dtype else data.view(dtype)
 
 
 def read(path: str, buffers: Optional[Buffers] = None) -> Contents:
     """Reads and verifies the checkpoint at ``path``; raises CorruptCheckpoint if anything fails.
 
-    ``buffers`` (arrays by group, as in Contents.groups) are read into where
-    their size and dtype fit, instead of fresh arrays: memory that is already
-    mapped takes no page faults, which on this VM made reading into fresh
-    memory up to several times slower. Their contents are undefined if the
-    read fails.
+    ``buffers``: as in ``CheckpointReader.contents``.
     """
-    handle = _open(path)
-    try:
-        with handle:
-            return _read_open(handle, buffers)
-    except CorruptCheckpoint:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:
-        # h5py raises these for damaged object headers, b-trees and attributes.
-        raise CorruptCheckpoint(f"{type(error).__name__}: {error}") from None
+    with CheckpointReader(path) as reader:
+        return reader.contents(buffers)
 
 
 def _open(path: str) -> h5py.File:
@@ -313,35 +445,6 @@ def _verified_manifest(handle: h5py.File) -> Tuple[Dict[str, Any], int, str]:
     if digest is None or digest != attrs.get("digest"):
         raise CorruptCheckpoint("the manifest does not match its SHA-256 digest")
     return json.loads(text), version, digest
-
-
-def _read_open(handle: h5py.File, buffers: Optional[Buffers]) -> Contents:
-    manifest, version, _ = _verified_manifest(handle)
-    groups: Dict[str, List[np.ndarray]] = {}
-    paths: Dict[str, List[str]] = {}
-    for group_name in GROUPS:
-        entries = manifest["groups"].get(group_name, [])
-        group = handle[group_name]
-        if len(group) != len(entries):
-            raise CorruptCheckpoint(f"/{group_name} holds {len(group)} datasets, "
-                                    f"the manifest {len(entries)}")
-        groups[group_name] = [
-            _read_dataset(group[f"{i:05d}"], e, f"/{group_name}/{i:05d}", version,
-                          _reusable(buffers, group_name, i,
-                                    int(np.prod(e["shape"], dtype=np.int64)),
-                                    np.dtype(e["stored"])))
-            for i, e in enumerate(entries)]
-        paths[group_name] = [e["path"] for e in entries]
-    rank_states = []
-    for rank, entries in enumerate(manifest["rank_state"]):
-        group = handle[f"rank_state/{rank:05d}"]
-        rank_states.append({e["path"]: _read_dataset(group[f"{i:05d}"], e,
-                                                     f"/rank_state/{rank:05d}/{i:05d}",
-                                                     version)
-                            for i, e in enumerate(entries)})
-    return Contents(step=int(manifest["step"]), extra=manifest["extra"], groups=groups,
-                    paths=paths, world_size=int(manifest["world_size"]),
-                    rank_states=rank_states)
 
 
 def newest_valid(directory: str, buffers: Optional[Buffers] = None
