@@ -133,6 +133,39 @@ TFDIST_TEST(StepCostsKeepACurvePerDistance) {
   CHECK_EQ(tfdist::DistanceIndex(4), 2);
 }
 
+// What decides whether a cached calibration is measured again: the median
+// of the cached prices over a fresh sample's, point by point.
+TFDIST_TEST(MedianSlowdownComparesCurvesPointByPoint) {
+  StepCosts sample;
+  for (int kind = 0; kind < tfdist::kStepKinds; ++kind) {
+    sample.at(static_cast<StepKind>(kind)) = CostCurve({{8, 1e-6}, {65536, 10e-6}});
+  }
+  // The same curves: no slowdown.
+  CHECK(Near(tfdist::MedianSlowdown(sample, sample), 1.0));
+  // A cache measured 4x slower everywhere reads as 4x.
+  StepCosts slow;
+  for (int kind = 0; kind < tfdist::kStepKinds; ++kind) {
+    slow.at(static_cast<StepKind>(kind)) =
+        CostCurve({{8, 4e-6}, {1024, 8e-6}, {65536, 40e-6}, {1 << 20, 400e-6}});
+  }
+  CHECK(Near(tfdist::MedianSlowdown(slow, sample), 4.0));
+  // The other way round: a check 4x slower than the cache (a busy moment
+  // now) reads as 1/4, and keeps the cache.
+  CHECK(Near(tfdist::MedianSlowdown(sample, slow), 0.25));
+  // One point caught by a slow moment does not decide: 9 of 10 points agree.
+  StepCosts one_bad = sample;
+  one_bad.at(StepKind::kRing) = CostCurve({{8, 100e-6}, {65536, 10e-6}});
+  CHECK(Near(tfdist::MedianSlowdown(one_bad, sample), 1.0));
+  // Each distance is compared with the cache's curve at that distance.
+  StepCosts far = sample;
+  far.at(StepKind::kExchange, 1) = CostCurve({{8, 3e-6}, {65536, 30e-6}});
+  StepCosts far_sample;
+  far_sample.at(StepKind::kExchange, 1) = CostCurve({{8, 1e-6}, {65536, 10e-6}});
+  CHECK(Near(tfdist::MedianSlowdown(far, far_sample), 3.0));
+  CHECK(Near(tfdist::MedianSlowdown(far, sample), 1.0));  // the sample has no distance 1
+  CHECK(Near(tfdist::MedianSlowdown(sample, StepCosts()), 1.0));  // nothing measured
+}
+
 TFDIST_TEST(NetworkCostRoundTripsThroughDoubles) {
   NetworkCost network{StepCosts::FromLinkCost({1e-6, 1e-10, 3e-10}),
                       StepCosts::FromLinkCost({5e-5, 8e-10, 3e-10})};

@@ -91,6 +91,25 @@ LinkCost Summarize(const StepCosts& costs) {
   return link;
 }
 
+double MedianSlowdown(const StepCosts& reference, const StepCosts& sample) {
+  std::vector<double> ratios;
+  for (int kind = 0; kind < kStepKinds; ++kind) {
+    const std::vector<CostCurve>& by_distance = sample.curves[kind];
+    for (size_t distance = 0; distance < by_distance.size(); ++distance) {
+      for (const CostPoint& point : by_distance[distance].points()) {
+        if (!(point.seconds > 0)) continue;
+        ratios.push_back(reference.Seconds(static_cast<StepKind>(kind),
+                                           static_cast<int>(distance), point.bytes) /
+                         point.seconds);
+      }
+    }
+  }
+  if (ratios.empty()) return 1.0;
+  const auto middle = ratios.begin() + ratios.size() / 2;
+  std::nth_element(ratios.begin(), middle, ratios.end());
+  return *middle;
+}
+
 NetworkCost LinearNetwork(const LinkCost& intra, const LinkCost& inter) {
   LinkCost across = inter;
   across.reduce_seconds_per_byte = intra.reduce_seconds_per_byte;

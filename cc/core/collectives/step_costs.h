@@ -104,6 +104,13 @@ int DistanceIndex(int distance);
 // reducing adds per byte to a hop there.
 LinkCost Summarize(const StepCosts& costs);
 
+// How many times slower `reference` prices the steps that `sample` measured:
+// the median, over every point of every curve of `sample`, of what
+// `reference` says that step costs (same kind, distance and size) over what
+// `sample` measured. 1 if `sample` has no points. The median, so that one
+// point caught by a slow moment does not decide.
+double MedianSlowdown(const StepCosts& reference, const StepCosts& sample);
+
 enum class LinkClass { kIntraHost, kInterHost };
 
 // Both link classes of a job. On one host both are the same.

@@ -87,6 +87,20 @@ Status ShareRankZeros(MpiTransport& transport, bool have, const StepCosts& mine,
   return DecodeStepCosts(values, &offset, out);
 }
 
+// A cached calibration is checked against a quick measurement of the same
+// steps at these sizes (tens of ms); if it prices them more than
+// kStaleCacheSlowdown times slower than they now take, it was taken on a
+// busy machine and is measured again. A cache that is faster than the check
+// is kept: a busy moment now must not replace a good calibration. Without
+// this, one slow first init (a cached L of 51 us, against 1-2 us) steered
+// every later job on the host -- auto's picks and top-k's sparse-or-dense
+// choice -- until someone deleted the file.
+const std::vector<size_t>& CacheCheckSizes() {
+  static const std::vector<size_t> sizes = {8, size_t{64} << 10};
+  return sizes;
+}
+constexpr double kStaleCacheSlowdown = 1.5;
+
 bool HasHostMates(const HostLayout& hosts) {
   for (int host = 0; host < hosts.host_count(); ++host) {
     if (hosts.ranks_of_host(host).size() > 1) return true;
@@ -107,7 +121,14 @@ Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
   const bool read = transport.rank() == 0 && !cache_file.empty() && ReadCache(cache_file, &cached);
   bool found = false;
   TFDIST_RETURN_IF_ERROR(ShareRankZeros(transport, read, cached, &found, out));
-  if (found) return Status::OK();
+  if (found) {
+    // Every rank holds the same cached curves and the same check (the
+    // measurement ends in an allreduce), so all decide alike.
+    StepCosts check;
+    TFDIST_RETURN_IF_ERROR(
+        MeasureStepCosts(transport, hosts, LinkClass::kIntraHost, CacheCheckSizes(), &check));
+    if (MedianSlowdown(*out, check) <= kStaleCacheSlowdown) return Status::OK();
+  }
   TFDIST_RETURN_IF_ERROR(MeasureStepCosts(transport, hosts, LinkClass::kIntraHost,
                                           IntraHostCalibrationSizes(), out));
   if (transport.rank() == 0 && !cache_file.empty()) WriteCache(cache_file, *out);
