@@ -36,7 +36,8 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
 int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCost& network);
 
 // The modelled-fastest of tree, butterfly, ring, Rabenseifner and
-// hierarchical. Exact ties go to the first in the order butterfly,
+// hierarchical (not where a host has one rank: hierarchical is then the
+// flat algorithm of its cross-host phase). Exact ties go to the first in the order butterfly,
 // Rabenseifner, ring, tree, hierarchical (fewest messages first). P <= 1
 // returns kButterfly (which then does nothing). Deterministic: equal
 // arguments give the same choice on every rank.

@@ -35,8 +35,9 @@
 // step_costs.h:
 //   a = (k-1) * ring_intra(m/Sk)                                     RS
 //   x = min over flat algorithms of T(H ranks, m/Sk, across hosts)   X
+//   x_host = that algorithm's T on the host's own curves
 //   b = (k-1) * ring_intra(m/Sk)                                     AG
-//   T_hier = a + x + b + (S-1) * max(a + b, x) + S * handoff
+//   T_hier = a + x + b + (S-1) * max(a + b + x_host, x) + S * handoff
 #include "cc/core/collectives/hierarchical_allreduce.h"
 
 #include <algorithm>
@@ -76,7 +77,6 @@ class HierarchicalRun {
         segments_(segments),
         host_(transport, layout.ranks_of_host(layout.host_of(transport.rank()))),
         cross_(transport, layout.CrossGroup(local_rank_)),
-        cross_layout_(HostLayout::Consecutive(layout.host_count(), layout.host_count())),
         // Chosen once per call, for the first segment's shard: the segments'
         // shards differ by at most an element, and the choice depends only on
         // the shard's size, which every rank of a cross group shares (the
@@ -84,7 +84,9 @@ class HierarchicalRun {
         // algorithms is microseconds of CPU per rank, on the critical path
         // of a latency-bound allreduce where ranks share cores.
         cross_algorithm_(layout.host_count() > 1
-                             ? ChooseAllreduce(cross_layout_, ShardBytes(0, local_rank_), network)
+                             ? ChooseAllreduce(HostLayout::Consecutive(layout.host_count(),
+                                                                       layout.host_count()),
+                                               ShardBytes(0, local_rank_), network)
                              : AllreduceAlgorithm::kButterfly) {}
 
   int segments() const { return segments_; }
@@ -159,7 +161,6 @@ class HierarchicalRun {
   const int segments_;
   SubgroupTransport host_;
   SubgroupTransport cross_;
-  const HostLayout cross_layout_;
   // The cost model's choice for one rank per host, every step between hosts.
   const AllreduceAlgorithm cross_algorithm_;
 };

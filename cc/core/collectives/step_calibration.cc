@@ -160,8 +160,6 @@ std::vector<Series> PlanSeries(const HostLayout& layout, LinkClass link) {
   return plan;
 }
 
-bool HasPair(const HostLayout& layout, LinkClass link) { return LargestGroup(layout, link) > 1; }
-
 // One rank's part of the measurement: its group, its buffers, and how it
 // runs each kind of step.
 class StepProbe {
@@ -293,6 +291,10 @@ class StepProbe {
 
 }  // namespace
 
+bool HasStepPair(const HostLayout& layout, LinkClass link) {
+  return LargestGroup(layout, link) > 1;
+}
+
 std::vector<size_t> IntraHostCalibrationSizes() {
   return {8,
           size_t{1} << 10,
@@ -318,7 +320,7 @@ Status MeasureStepCosts(Transport& transport, const HostLayout& layout, LinkClas
                                    std::to_string(layout.size()) + " ranks, the group " +
                                    std::to_string(transport.size()));
   }
-  if (!HasPair(layout, link)) {
+  if (!HasStepPair(layout, link)) {
     return Status::InvalidArgument(link == LinkClass::kIntraHost
                                        ? "step calibration: no host has two ranks"
                                        : "step calibration: the ranks are on one host");
@@ -407,28 +409,6 @@ Status MeasureStepCosts(Transport& transport, const HostLayout& layout, LinkClas
     costs.at(plan[series].kind, plan[series].distance_index) = CostCurve(std::move(points));
   }
   *out = std::move(costs);
-  return Status::OK();
-}
-
-Status MeasureNetworkCost(Transport& transport, const HostLayout& layout,
-                          const std::vector<size_t>& intra_sizes,
-                          const std::vector<size_t>& inter_sizes, NetworkCost* out) {
-  if (transport.size() == 1) {
-    *out = UniformNetwork(kDefaultLinkCost);
-    return Status::OK();
-  }
-  const bool intra = HasPair(layout, LinkClass::kIntraHost);
-  const bool inter = HasPair(layout, LinkClass::kInterHost);
-  if (inter) {
-    TFDIST_RETURN_IF_ERROR(
-        MeasureStepCosts(transport, layout, LinkClass::kInterHost, inter_sizes, &out->inter));
-  }
-  if (intra) {
-    TFDIST_RETURN_IF_ERROR(
-        MeasureStepCosts(transport, layout, LinkClass::kIntraHost, intra_sizes, &out->intra));
-  }
-  if (!intra) out->intra = out->inter;
-  if (!inter) out->inter = out->intra;
   return Status::OK();
 }
 

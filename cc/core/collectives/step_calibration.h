@@ -50,20 +50,17 @@ namespace tfdist {
 std::vector<size_t> IntraHostCalibrationSizes();
 std::vector<size_t> InterHostCalibrationSizes();
 
+// Whether `layout` has a pair of ranks of class `link` to measure (two ranks
+// on one host; two hosts).
+bool HasStepPair(const HostLayout& layout, LinkClass link);
+
 // The curves of class `link` on `layout` (transport.size() ranks), at
 // `sizes` (ascending multiples of 4). The layout must have a pair of that
-// class (two ranks on one host; two hosts). Curves are made non-decreasing
-// in size from the top: a step never costs more than a larger one of its
-// kind, whatever slowed every try at one size.
+// class (HasStepPair). Curves are made non-decreasing in size from the top:
+// a step never costs more than a larger one of its kind, whatever slowed
+// every try at one size.
 Status MeasureStepCosts(Transport& transport, const HostLayout& layout, LinkClass link,
                         const std::vector<size_t>& sizes, StepCosts* out);
-
-// Both classes, each where the layout has a pair of it; a class it has no
-// pair for copies the other. One rank: StepCosts::FromLinkCost of
-// kDefaultLinkCost.
-Status MeasureNetworkCost(Transport& transport, const HostLayout& layout,
-                          const std::vector<size_t>& intra_sizes,
-                          const std::vector<size_t>& inter_sizes, NetworkCost* out);
 
 }  // namespace tfdist
 

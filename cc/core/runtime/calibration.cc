@@ -101,13 +101,6 @@ const std::vector<size_t>& CacheCheckSizes() {
 }
 constexpr double kStaleCacheSlowdown = 1.5;
 
-bool HasHostMates(const HostLayout& hosts) {
-  for (int host = 0; host < hosts.host_count(); ++host) {
-    if (hosts.ranks_of_host(host).size() > 1) return true;
-  }
-  return false;
-}
-
 // The costs within a host, cached.
 Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
                           const RuntimeConfig& config, StepCosts* out) {
@@ -156,7 +149,7 @@ Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const Hos
   }
   StepCosts intra;
   const bool intra_given = config.latency_seconds > 0 && config.seconds_per_byte > 0;
-  const bool intra_known = intra_given || HasHostMates(hosts);
+  const bool intra_known = intra_given || HasStepPair(hosts, LinkClass::kIntraHost);
   if (intra_given) {
     intra = StepCosts::FromLinkCost(LinkCost{config.latency_seconds, config.seconds_per_byte,
                                              std::max(config.reduce_seconds_per_byte, 0.0)});

@@ -81,8 +81,8 @@ class Runtime {
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   const Stats& stats() const { return stats_; }
-  // The intra-host link cost, and both link classes.
-  // The intra-host step costs summarised as the survey's L, G and R.
+  // The intra-host step costs summarised as the survey's L, G and R, and
+  // both link classes' step costs.
   LinkCost link_cost() const { return Summarize(network_cost_.intra); }
   const NetworkCost& network_cost() const { return network_cost_; }
   // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
