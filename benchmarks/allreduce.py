@@ -1,6 +1,6 @@
 """Allreduce latency and bandwidth, 4 B to 256 MiB, against MPI_Allreduce in the same job.
 
-    mpirun -np 2 python -m benchmarks.allreduce --json docs/bench/allreduce-np2.json
+    mpirun -np 2 python -m benchmarks.allreduce --json docs/results/allreduce-np2.json --plot
 
 For every size it measures, in this order and with the same iteration count
 on every rank: MPI_Allreduce through mpi4py (the reference), each engine
@@ -13,16 +13,13 @@ busbw = algbw * 2(P-1)/P).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
-import tensorflow as tf
 
-import tfdist
-from benchmarks._engine import engine_timer
+from benchmarks import _results
 
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
@@ -36,7 +33,11 @@ def _average_over_ranks(comm, seconds: float) -> float:
 
 def measure(comm, sizes: List[int]) -> List[Dict]:
     """Runs every method at every size; returns one row per size (the same on every rank)."""
+    import tensorflow as tf
     from mpi4py import MPI
+
+    import tfdist
+    from benchmarks._engine import engine_timer
     engine = engine_timer(comm)
     rows = []
     for nbytes in sizes:
@@ -107,13 +108,49 @@ def _format_row(row: Dict) -> str:
             + f" | {row['mpi_busbw_gbs']:.2f} | {row['tf_auto_busbw_gbs']:.2f} |")
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """The table of every size: microseconds per call of each method, and bus bandwidth."""
+    cost = document.get("link_cost") or {}
+    head = f"np = {document['np']}"
+    if cost:
+        head += (f"; link cost L = {cost['latency_s'] * 1e6:.2f} µs, "
+                 f"G = {cost['seconds_per_byte'] * 1e9:.3f} ns/B")
+    return "\n".join([head, "", HEADER] + [_format_row(row) for row in document["rows"]])
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Time per call against size, one line per engine algorithm, MPI and tfdist.allreduce;
+    one panel per results file (e.g. np = 2 and np = 4)."""
+    figure, panels = plt.subplots(1, len(documents), figsize=(6.5 * len(documents), 5),
+                                  squeeze=False)
+    for axes, document in zip(panels[0], documents):
+        rows = document["rows"]
+        sizes = [row["bytes"] for row in rows]
+        lines = [("MPI_Allreduce (Open MPI)", "mpi_us", "black", "-")]
+        lines += [(f"engine {a}", f"engine_{a}_us", None, "--") for a in ENGINE_ALGORITHMS]
+        lines += [("tfdist.allreduce (TensorFlow, auto)", "tf_auto_us", "tab:red", "-")]
+        for label, key, colour, style in lines:
+            axes.plot(sizes, [row[key] for row in rows], style, marker="o", markersize=3,
+                      label=label, color=colour)
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
+        axes.set_xlabel("message size (bytes)")
+        axes.set_ylabel("time per allreduce (µs)")
+        axes.set_title(f"allreduce, np = {document['np']}")
+        axes.grid(True, which="major", linewidth=0.3)
+        axes.legend(fontsize=8)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.allreduce",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=int, default=4)
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
-    parser.add_argument("--json", help="write the rows (and the job's settings) here")
+    _results.add_arguments(parser)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
+    import tfdist
     tfdist.init()
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -129,10 +166,10 @@ def main(argv: List[str]) -> int:
               f"{1 / cost['seconds_per_byte'] / 1e9:.1f} GB/s)")
         print(HEADER, flush=True)
     rows = measure(comm, sizes)
-    if comm.rank == 0 and args.json:
-        with open(args.json, "w") as out:
-            json.dump({"np": comm.size, "link_cost": tfdist.link_cost(), "rows": rows}, out,
-                      indent=1)
+    if comm.rank == 0:
+        _results.publish(args, "allreduce",
+                         {"np": comm.size, "link_cost": tfdist.link_cost(), "rows": rows},
+                         argv, comm.size)
     tfdist.shutdown()
     return 0
 

@@ -1,6 +1,6 @@
 """Checkpoint speed: tfdist.checkpoint against Keras' save_weights and BackupAndRestore, in one job.
 
-    tfdistrun -np 2 python -m benchmarks.checkpoint --json docs/bench/checkpoint-np2.json
+    tfdistrun -np 2 python -m benchmarks.checkpoint --json docs/results/checkpoint-np2.json --plot
 
 For each model size (MiB of float32 weights; an MLP of equal square Dense
 layers, with Adam, so the saved state is about 3x that), every measure is
@@ -43,16 +43,16 @@ reported:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
 import time
 import unittest.mock
 from typing import Any, Callable, Dict, List, Optional
+
+from benchmarks import _results
 
 BATCH = 16
 LAYERS = 4
@@ -324,6 +324,46 @@ def table(results: List[Dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """The tables of every model size: each method's times, and tfdist's ratios to Keras'."""
+    return f"np = {document['np']}\n\n" + table(document["results"])
+
+
+_PHASES = (("training held", "stall_s", "tab:red"),
+           ("written in the background until durable", "save_s", "tab:orange"),
+           ("restart: restore from disk", "restore_cold_s", "tab:blue"))
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Recovery timelines: per model size and method, a checkpoint from the moment training
+    hands it over (held, then written until durable), then a restart's restore from disk."""
+    rows = []  # (label, [(start, length, colour)])
+    for document in documents:
+        for result in document["results"]:
+            m = result["median"]
+            for method in ("tfdist", "save_weights", "keras_backup"):
+                if f"{method}.save_s" not in m:
+                    continue
+                stall, save = m[f"{method}.stall_s"], m[f"{method}.save_s"]
+                restore = m[f"{method}.restore_cold_s"]
+                rows.append((f"{result['size_mib']:g} MiB, {method}",
+                             [(0.0, stall, _PHASES[0][2]),
+                              (stall, max(0.0, save - stall), _PHASES[1][2]),
+                              (save, restore, _PHASES[2][2])]))
+    figure, axes = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    for y, (_, spans) in enumerate(rows):
+        axes.broken_barh([(start, length) for start, length, _ in spans], (y - 0.35, 0.7),
+                         facecolors=[colour for _, _, colour in spans])
+    axes.set_yticks(range(len(rows)), [label for label, _ in rows])
+    axes.invert_yaxis()
+    axes.set_xlabel("seconds from the checkpoint call (median of repeats)")
+    axes.set_title(f"checkpoint and restore timelines, np = {documents[0]['np']}")
+    for label, _, colour in _PHASES:
+        axes.barh([0], [0], color=colour, label=label)
+    axes.legend(fontsize=8, loc="upper right")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.checkpoint",
                                      description=__doc__.splitlines()[0])
@@ -334,8 +374,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="alternating throughput segments of N steps (default 16; "
                              "0 skips the throughput measurement)")
     parser.add_argument("--dir", default=None, help="where files go (default: a temp dir)")
-    parser.add_argument("--json", default=None, help="write the results here (rank 0)")
+    _results.add_arguments(parser)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -354,15 +396,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         result.update(checkpoint_every=every, segments=args.segments)
         results.append(result)
     if hvd.rank() == 0:
-        report = {"benchmark": "checkpoint", "np": hvd.size(), "host": socket.gethostname(),
-                  "command": "tfdistrun -np %d python -m benchmarks.checkpoint %s"
-                             % (hvd.size(), " ".join(argv if argv is not None else sys.argv[1:])),
-                  "results": results}
-        print(table(results), flush=True)
-        if args.json:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-            with open(args.json, "w") as handle:
-                json.dump(report, handle, indent=1)
+        _results.publish(args, "checkpoint", {"np": hvd.size(), "results": results}, argv,
+                         hvd.size())
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
     return 0

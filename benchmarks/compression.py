@@ -1,9 +1,9 @@
 """Training with each gradient compressor: accuracy, wire bytes per step, step time, time to target.
 
-    mpirun -np 2 python -m benchmarks.compression --json docs/bench/compression-np2.json
+    mpirun -np 2 python -m benchmarks.compression --json docs/results/compression-np2.json
     TFDIST_VIRTUAL_HOSTS=4 TFDIST_EMULATED_BANDWIDTH=1.25e8 mpirun -np 4 --oversubscribe \\
         python -m benchmarks.compression --datasets digits --models wide_mlp \\
-        --json docs/bench/compression-np4-1gbit.json
+        --json docs/results/compression-np4-1gbit.json --plot
 
 Trains, in one job, on scikit-learn's 8x8 digits (examples/digits_data.py)
 the MLP and a small CNN, and on Fashion-MNIST (examples/fashion_mnist_data.py)
@@ -36,14 +36,14 @@ bandwidth each record also has the seconds its wire bytes take on the link.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+from benchmarks import _results
 
 MODELS = ("mlp", "cnn", "wide_mlp")
 DATASETS = ("digits", "fashion")
@@ -211,20 +211,83 @@ def add_ratios(records: List[Dict[str, Any]]) -> None:
             if r["time_to_target_s"] is not None and b["time_to_target_s"] else None)
 
 
-def print_table(records: List[Dict[str, Any]]) -> None:
-    print(f"{'data':7} {'model':8} {'compression':16} {'EF':4} {'val acc':>8} {'Δ pts':>6} "
-          f"{'wire B/step':>12} {'wire×':>6} {'step ms':>8} {'step×':>6} "
-          f"{'target':>6} {'time to':>8} {'×':>5}")
-    for r in records:
+def link(document: Dict[str, Any]) -> str:
+    """The link between the run's (virtual) hosts, in words."""
+    environment = document.get("tfdist_environment") or {}
+    bandwidth = environment.get("TFDIST_EMULATED_BANDWIDTH")
+    if bandwidth:
+        return (f"emulated {float(bandwidth) * 8 / 1e9:g} Gb/s between "
+                f"{environment.get('TFDIST_VIRTUAL_HOSTS', '?')} virtual hosts")
+    return "shared memory"
+
+
+def _record(document: Dict[str, Any], r: Dict[str, Any]) -> Dict[str, Any]:
+    # Runs from before Fashion-MNIST was added trained on digits only and kept the target
+    # in their settings alone.
+    return {"dataset": "digits", "target": document.get("settings", {}).get("target"), **r}
+
+
+def summary(document: Dict[str, Any]) -> str:
+    """One row per training run: accuracy, wire bytes, step time and time to target, each
+    also relative to the uncompressed run of the same dataset and model."""
+    lines = [f"np = {document['np']}, {link(document)}; ratios (×) are to `none` on the same "
+             f"data and model", "",
+             "| data | model | compression | error feedback | val acc | Δ pts | wire B/step "
+             "| wire × | step ms | step × | target | time to target | × |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in (_record(document, r) for r in document["results"]):
         ef = "" if r["error_feedback"] is None else ("on" if r["error_feedback"] else "off")
-        ttt = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f}s"
-        ttr = "" if r["time_to_target_ratio"] is None else f"{r['time_to_target_ratio']:.2f}"
-        wire = "" if r["wire_ratio"] is None else f"{r['wire_ratio']:.3f}"  # None at np=1
-        print(f"{r['dataset']:7} {r['model']:8} {r['compression']:16} {ef:4} "
-              f"{r['val_accuracy']:8.4f} {r['accuracy_delta_points']:+6.2f} "
-              f"{r['wire_bytes_per_step']:12d} {wire:>6} "
-              f"{1000 * r['step_time_s']:8.2f} {r['step_time_ratio']:6.2f} "
-              f"{r['target']:6.2f} {ttt:>8} {ttr:>5}", flush=True)
+        ttt = "never" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
+        ttr = ("" if r.get("time_to_target_ratio") is None
+               else f"{r['time_to_target_ratio']:.2f}")
+        wire = "" if r.get("wire_ratio") is None else f"{r['wire_ratio']:.3f}"  # None at np=1
+        lines.append(f"| {r['dataset']} | {r['model']} | {r['compression']} | {ef} "
+                     f"| {r['val_accuracy']:.4f} | {r['accuracy_delta_points']:+.2f} "
+                     f"| {r['wire_bytes_per_step']} | {wire} | {1000 * r['step_time_s']:.2f} "
+                     f"| {r['step_time_ratio']:.2f} | {r['target']:.2f} | {ttt} | {ttr} |")
+    return "\n".join(lines)
+
+
+def _link_order(document: Dict[str, Any]) -> float:
+    bandwidth = (document.get("tfdist_environment") or {}).get("TFDIST_EMULATED_BANDWIDTH")
+    return float(bandwidth) if bandwidth else float("inf")
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Time to the target accuracy against the link, one line per compressor (runs that
+    never reached it are left out), one panel per dataset and model."""
+    documents = sorted(documents, key=_link_order)
+    links = list(dict.fromkeys(link(d).split(" between")[0] for d in documents))
+    panels = list(dict.fromkeys((r["dataset"], r["model"], r["target"], d["np"])
+                                for d in documents
+                                for r in (_record(d, r) for r in d["results"])))
+    figure, axes_row = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5),
+                                    squeeze=False)
+    for axes, (dataset, model, target, np_) in zip(axes_row[0], panels):
+        lines: Dict[str, List] = {}
+        for document in documents:
+            x = links.index(link(document).split(" between")[0])
+            for r in (_record(document, r) for r in document["results"]):
+                if ((r["dataset"], r["model"], r["target"], document["np"])
+                        != (dataset, model, target, np_) or r["time_to_target_s"] is None):
+                    continue
+                label = r["compression"] + (" (error feedback)" if r["error_feedback"] else "")
+                lines.setdefault(label, []).append((x, r["time_to_target_s"]))
+        for label, points in lines.items():
+            points.sort()
+            axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        axes.set_xticks(range(len(links)), links)
+        axes.set_xlim(-0.3, len(links) - 0.7)
+        axes.set_ylim(bottom=0)
+        axes.set_xlabel("link between the virtual hosts")
+        axes.set_ylabel(f"training time to {target:g} validation accuracy (s)")
+        axes.set_title(f"{dataset}, {model}, np = {np_}")
+        if lines:
+            axes.legend(fontsize=8)
+        else:
+            axes.text(0.5, 0.5, "no run reached the target", ha="center",
+                      transform=axes.transAxes)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
 
 
 def load_dataset(name: str, rank: int, size: int, batch: int):
@@ -263,8 +326,9 @@ def main(argv: List[str]) -> int:
                              + ")")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="", help="comma-separated compression labels to run")
-    parser.add_argument("--json", help="write the results here (rank 0)")
+    _results.add_arguments(parser)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     datasets = args.datasets.split(",")
     for name in datasets:
         if name not in DATASETS:
@@ -317,27 +381,20 @@ def main(argv: List[str]) -> int:
                           f"{r['time_to_target_s']}", flush=True)
     add_ratios(records)
     if rank == 0:
-        print_table(records)
-        if args.json:
-            result = {
-                "command": f"mpirun -np {size} python -m benchmarks.compression "
-                           + " ".join(argv),
-                "np": size,
-                "host": platform.node(),
-                "cores": os.cpu_count(),
-                "load_average_at_end": os.getloadavg(),
-                "note": "machine shared with other jobs: compare ratios, not absolute times",
-                "tfdist_environment": {k: v for k, v in os.environ.items()
-                                       if k.startswith("TFDIST_")},
-                "link_cost": tfdist.link_cost(),
-                "fashion_mnist": ("installed" if fashion_installed
-                                  else "skipped (dataset-fashion-mnist not installed)"),
-                "datasets_skipped": skipped,
-                "settings": vars(args),
-                "results": records,
-            }
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        result = {
+            "np": size,
+            "load_average_at_end": os.getloadavg(),
+            "note": "machine shared with other jobs: compare ratios, not absolute times",
+            "tfdist_environment": {k: v for k, v in os.environ.items()
+                                   if k.startswith("TFDIST_")},
+            "link_cost": tfdist.link_cost(),
+            "fashion_mnist": ("installed" if fashion_installed
+                              else "skipped (dataset-fashion-mnist not installed)"),
+            "datasets_skipped": skipped,
+            "settings": vars(args),
+            "results": records,
+        }
+        _results.publish(args, "compression", result, argv, size)
     return 0
 
 

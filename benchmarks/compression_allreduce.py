@@ -1,6 +1,6 @@
 """fp16/bf16 wire compression on one large allreduce: time, wire bytes and error against none.
 
-    tfdistrun -np 2 python -m benchmarks.compression_allreduce --json docs/bench/compression-allreduce-np2.json
+    tfdistrun -np 2 python -m benchmarks.compression_allreduce --json docs/results/compression-allreduce-np2.json
     TFDIST_VIRTUAL_HOSTS=2 TFDIST_EMULATED_BANDWIDTH=1.25e9 \
         tfdistrun -np 2 python -m benchmarks.compression_allreduce     # across a 10 Gb/s link
 
@@ -15,7 +15,6 @@ numpy), on gradient-like values and on large ones.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from benchmarks import write_json
+from benchmarks import _results
 
 # Environment variables that choose the link the allreduce crosses: emulated
 # hosts (README, "Emulated hosts") or Open MPI's transport.
@@ -94,12 +93,67 @@ def _errors(tfdist, compressions: Dict[str, Any]) -> Dict[str, Any]:
     return results
 
 
+def link(document: Dict[str, Any]) -> str:
+    """The link the allreduce crossed, in words."""
+    settings = document.get("link_settings") or {}
+    if settings.get("TFDIST_EMULATED_BANDWIDTH"):
+        return f"emulated {float(settings['TFDIST_EMULATED_BANDWIDTH']) * 8 / 1e9:g} Gb/s"
+    if settings.get("OMPI_MCA_btl"):
+        return f"Open MPI btl {settings['OMPI_MCA_btl']}"
+    return "shared memory"
+
+
+def summary(document: Dict[str, Any]) -> str:
+    """Each compression's time and wire bytes against none's, then the rounding errors."""
+    lines = [f"np = {document['ranks']}, {document['tensor_mib']} MiB float32, {link(document)}; "
+             f"{document['repetitions']} interleaved repetitions", "",
+             "| compression | median ms | / none | median of paired ratios | fastest / fastest "
+             "| bytes sent per rank | wire / none | algorithm |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, t in document["timings"].items():
+        lines.append(f"| {name} | {t['median_s'] * 1e3:.2f} | {t['ratio_to_none']:.3f} "
+                     f"| {t['paired_ratio_to_none_median']:.3f} | {t['min_ratio_to_none']:.3f} "
+                     f"| {t['bytes_sent_per_rank']} | {t['wire_ratio_to_none']:.2f} "
+                     f"| {', '.join(t['algorithm'])} |")
+    lines += ["", "| values / compression | relative L2 error, divided before rounding "
+              "| divided after | non-finite before | non-finite after |", "|---|---|---|---|---|"]
+    for name, e in document["average_error"].items():
+        lines.append(f"| {name} | {e['divide_before_rounding_rel_l2_finite']:.2e} "
+                     f"| {e['divide_after_rounding_rel_l2_finite']:.2e} "
+                     f"| {e['divide_before_nonfinite']} | {e['divide_after_nonfinite']} |")
+    return "\n".join(lines)
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """The allreduce's time with each compression, one group of bars per link."""
+    def bandwidth(document: Dict[str, Any]) -> float:
+        value = (document.get("link_settings") or {}).get("TFDIST_EMULATED_BANDWIDTH")
+        return float(value) if value else float("inf")
+    documents = sorted(documents, key=bandwidth)
+    names = list(dict.fromkeys(n for d in documents for n in d["timings"]))
+    width = 0.8 / len(names)
+    figure, axes = plt.subplots(figsize=(1.8 * len(documents) + 3, 4.5))
+    for i, name in enumerate(names):
+        x = [j + (i - (len(names) - 1) / 2) * width for j, d in enumerate(documents)
+             if name in d["timings"]]
+        axes.bar(x, [d["timings"][name]["median_s"] * 1e3 for d in documents
+                     if name in d["timings"]], width, label=name)
+    axes.set_xticks(range(len(documents)), [link(d) for d in documents], fontsize=8)
+    axes.set_ylabel("median time per allreduce (ms)")
+    axes.set_title(f"{documents[0]['tensor_mib']} MiB allreduce at np = "
+                   f"{documents[0]['ranks']}: compression against the link")
+    axes.legend()
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compression_allreduce",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=64, help="tensor size in MiB of float32")
     parser.add_argument("--repetitions", type=int, default=15)
-    parser.add_argument("--json", help="write the results here (rank 0)")
+    _results.add_arguments(parser)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
 
     import tensorflow as tf
     import tfdist
@@ -113,8 +167,6 @@ def main(argv: List[str]) -> int:
     tensor = tf.constant(np.random.RandomState(tfdist.rank()).normal(0, 1e-2, elements)
                          .astype(np.float32))
     results = {
-        "command": "tfdistrun -np %d python -m benchmarks.compression_allreduce %s"
-                   % (tfdist.size(), " ".join(argv)),
         "ranks": tfdist.size(),
         "link_settings": link,
         "tensor_mib": args.mib,
@@ -125,8 +177,7 @@ def main(argv: List[str]) -> int:
         "average_error": _errors(tfdist, compressions),
     }
     if tfdist.rank() == 0:
-        print(json.dumps(results, indent=2))
-        write_json(args.json, results)
+        _results.publish(args, "compression_allreduce", results, argv, tfdist.size())
     tfdist.shutdown()
     return 0
 

@@ -1,6 +1,6 @@
 """fp16/bf16 against none on a real model: validation accuracy, wire bytes and step time.
 
-    tfdistrun -np 2 python -m benchmarks.compression_dense_training --json docs/bench/compression-dense-training-np2.json
+    tfdistrun -np 2 python -m benchmarks.compression_dense_training --json docs/results/compression-dense-training-np2.json
 
 Trains the digits MLP (scikit-learn's 8x8 digits, examples/digits_data.py,
 each rank its shard; 64-64-10 ReLU network, Adam 1e-3, batch 32 per rank)
@@ -13,28 +13,44 @@ accuracy (mean over seeds and each seed's), wire bytes per step from
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
 
-from benchmarks import write_json
+from benchmarks import _results
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
 
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """Each compression's accuracy, wire bytes and step time against none's."""
+    lines = [f"np = {document['ranks']}, {document['model']}, {document['epochs']} epochs, "
+             f"{document['seeds']} seeds", "",
+             "| compression | val acc (mean) | Δ pts | per seed | bytes sent per step "
+             "| wire / none | median step ms | step / none |", "|---|---|---|---|---|---|---|---|"]
+    for name, c in document["compressions"].items():
+        seeds = ", ".join(f"{a:.4f}" for a in c["val_accuracy_per_seed"])
+        lines.append(f"| {name} | {c['val_accuracy_mean']:.4f} "
+                     f"| {c['accuracy_minus_none_points']:+.2f} | {seeds} "
+                     f"| {c['bytes_sent_per_step']:.0f} | {c['wire_ratio_to_none']:.2f} "
+                     f"| {c['median_step_s'] * 1e3:.2f} | {c['step_time_ratio_to_none']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compression_dense_training",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--json", help="write the results here (rank 0)")
+    _results.add_arguments(parser, plot=False)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
 
     import keras
     import tfdist
@@ -84,8 +100,6 @@ def main(argv: List[str]) -> int:
             _, acc = model.evaluate(x_val, y_val, verbose=0)
             accuracy[name].append(float(acc))
     results = {
-        "command": "tfdistrun -np %d python -m benchmarks.compression_dense_training %s"
-                   % (size, " ".join(argv)),
         "ranks": size, "epochs": args.epochs, "seeds": args.seeds,
         "model": "digits MLP 64-64-10, Adam 1e-3, batch 32 per rank",
         "note": "shared, loaded 2-core machine: step times are only comparable as ratios",
@@ -103,8 +117,7 @@ def main(argv: List[str]) -> int:
             for name in compressions},
     }
     if rank == 0:
-        print(json.dumps(results, indent=2))
-        write_json(args.json, results)
+        _results.publish(args, "compression_dense_training", results, argv, size)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The cost model against measurement, cell by cell, on one host and on emulated multi-host jobs.
 
-    python -m benchmarks.costmodel                      # every configuration, ~10 min
+    python -m benchmarks.costmodel --plot               # every configuration, ~10 min
     python -m benchmarks.costmodel --configs 2x2-10g    # one of them
 
 For each configuration it starts one job (mpirun, with TFDIST_VIRTUAL_HOSTS
@@ -25,8 +25,8 @@ them to the scheduler), so that the job's calibration at init and its
 measurements see the same placement, and every buffer starts 64-byte aligned,
 as a TensorFlow tensor does (_pin_to_core, _tensor_like).
 
-Writes everything as JSON (--json) and, when matplotlib is importable, a
-plot of predicted against measured time (--plot).
+Writes everything as JSON (--json, default docs/results/costmodel.json, with its
+markdown beside it) and, with --plot, a plot of predicted against measured time.
 """
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
+
+from benchmarks import _results
 
 ROOT = Path(__file__).resolve().parent.parent
 GIGABIT = 1e9 / 8  # bytes per second
@@ -463,14 +465,19 @@ def markdown(document: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(results: List[Dict[str, Any]], path: str) -> bool:
-    """Predicted against measured time, one colour per configuration; False without matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
+def summary(document: Dict[str, Any]) -> str:
+    """The goals' figures over every configuration, then each configuration's table."""
+    s = document["summary"]
+    return (f"Predictions within 25% of measurement: {s['predictions_within_25pct']:.0%} of "
+            f"{s['cells']} cells (goal 80%); auto within 10% of the fastest: "
+            f"{s['auto_within_10pct']:.0%} of {s['auto_cases']} sizes (goal 90%); auto at worst "
+            f"{s['auto_worst_ratio']:.2f}x the fastest (goal ≤ 1.5x). Cells: measured time "
+            f"(predicted / measured).\n\n" + markdown(document))
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Predicted against measured time, one colour per configuration."""
+    results = [r for document in documents for r in document["configurations"]]
     figure, axes = plt.subplots(figsize=(7, 7))
     low, high = 1e-6, 10.0
     for result in results:
@@ -488,7 +495,6 @@ def plot(results: List[Dict[str, Any]], path: str) -> bool:
     axes.set_title("tfdist allreduce cost model: predicted vs measured")
     axes.legend()
     figure.savefig(path, dpi=110, bbox_inches="tight")
-    return True
 
 
 def main(argv: Sequence[str]) -> int:
@@ -496,9 +502,9 @@ def main(argv: Sequence[str]) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGURATIONS),
                         default=list(CONFIGURATIONS), help="configurations to run (default all)")
-    parser.add_argument("--json", default="docs/bench/costmodel.json", help="results file")
-    parser.add_argument("--plot", default="docs/bench/costmodel.png",
-                        help="plot file (written when matplotlib is importable)")
+    _results.add_arguments(parser, "results file (default docs/results/costmodel.json), "
+                                   "with X.md beside it")
+    parser.set_defaults(json="docs/results/costmodel.json")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one configuration's job may take")
     parser.add_argument("--markdown", metavar="JSON",
@@ -511,17 +517,20 @@ def main(argv: Sequence[str]) -> int:
                              "pinned to core r mod cores)")
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     if args.worker:
         return worker(args.worker, args.pin)
     if args.markdown:
-        print(markdown(json.loads(Path(args.markdown).read_text())))
+        print(summary(json.loads(Path(args.markdown).read_text())))
         return 0
 
     results = []
     earlier: List[Dict[str, Any]] = []
+    earlier_metadata = None
     if args.merge and Path(args.json).exists():
-        earlier = [r for r in json.loads(Path(args.json).read_text())["configurations"]
-                   if r["name"] not in args.configs]
+        previous = json.loads(Path(args.json).read_text())
+        earlier = [r for r in previous["configurations"] if r["name"] not in args.configs]
+        earlier_metadata = previous.get("metadata")
     for name in args.configs:
         result = run_configuration(name, args.timeout, args.pin)
         print_result(result)
@@ -529,19 +538,11 @@ def main(argv: Sequence[str]) -> int:
         results.append(result)
     order = list(CONFIGURATIONS)
     results = sorted(earlier + results, key=lambda r: order.index(r["name"]))
-    summary = summarize(results)
-    print(f"\npredictions within 25%: {summary['predictions_within_25pct']:.0%} of "
-          f"{summary['cells']} cells (goal 80%); auto within 10% of the fastest: "
-          f"{summary['auto_within_10pct']:.0%} of {summary['auto_cases']} (goal 90%); "
-          f"auto at worst {summary['auto_worst_ratio']:.2f}x the fastest (goal <= 1.5x)")
-    document = {"command": "python -m benchmarks.costmodel " + " ".join(argv),
-                "emulated_latency_s": EMULATED_LATENCY, "summary": summary,
+    document = {"emulated_latency_s": EMULATED_LATENCY, "summary": summarize(results),
                 "configurations": results}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(document, indent=1))
-    print(f"wrote {args.json}")
-    if plot(results, args.plot):
-        print(f"wrote {args.plot}")
+    if earlier and earlier_metadata:  # the kept configurations were measured by that run
+        document["kept_configurations_metadata"] = earlier_metadata
+    _results.publish(args, "costmodel", document, list(argv))
     return 0
 
 

@@ -1,6 +1,6 @@
 """The ring allreduce over 4 KiB pages against the same over huge pages, in one job.
 
-    python -m tfdistrun -np 2 python -m benchmarks.huge_pages [--bytes N] [--json out.json]
+    python -m tfdistrun -np 2 python -m benchmarks.huge_pages [--bytes N] --json docs/results/huge-pages-np2.json
 
 On one host MPI moves large messages with a single copy from the sender's
 memory, and pins the sender's pages one by one for every message; the
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import mmap
 import statistics
 import sys
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
+
+from benchmarks import _results
 
 HUGE_PAGE = 2 << 20
 MADV_COLLAPSE = 25  # Linux 6.1; not in Python's mmap module before 3.13
@@ -79,27 +80,34 @@ def measure(comm, nbytes: int, blocks: int) -> Dict:
     }
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """The two buffers' median time per call and the median ratio over blocks."""
+    ratios = document["block_ratios"]
+    return "\n".join([
+        f"np = {document['ranks']}, {document['bytes']} bytes reduced in place by the ring, "
+        f"{document['blocks']} blocks of {document['calls_per_block']} calls", "",
+        "| 4 KiB pages (µs per call) | huge pages (µs per call) | huge / 4 KiB (median over "
+        "blocks) | range over blocks |", "|---|---|---|---|",
+        f"| {document['seconds_4k_pages'] * 1e6:.0f} | {document['seconds_huge_pages'] * 1e6:.0f} "
+        f"| {document['ratio_huge_to_4k']:.3f} | {min(ratios):.3f}-{max(ratios):.3f} |"])
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.huge_pages",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--bytes", type=int, default=2678824,
                         help="buffer size; the default is the benchmark MLP's gradients")
     parser.add_argument("--blocks", type=int, default=60)
-    parser.add_argument("--json", help="write the result here")
+    _results.add_arguments(parser, plot=False)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     import tfdist
     from mpi4py import MPI
     tfdist.init()
     comm = MPI.COMM_WORLD
     result = measure(comm, args.bytes, args.blocks)
     if comm.rank == 0:
-        print(f"np={comm.size}, {args.bytes} bytes, ring in place, {args.blocks} blocks of "
-              f"{CALLS_PER_BLOCK} calls: 4 KiB pages {result['seconds_4k_pages'] * 1e6:.0f} µs, "
-              f"huge pages {result['seconds_huge_pages'] * 1e6:.0f} µs per call; "
-              f"huge/4K {result['ratio_huge_to_4k']:.3f} (median over blocks)")
-        if args.json:
-            with open(args.json, "w") as out:
-                json.dump(result, out, indent=1)
+        _results.publish(args, "huge_pages", result, argv, comm.size)
     tfdist.shutdown()
     return 0
 

@@ -1,6 +1,6 @@
 """What a joined rank costs the ranks still training: the same work with and without it.
 
-    mpirun -np 2 --bind-to none python -m benchmarks.join --json docs/bench/join-np2.json
+    mpirun -np 2 --bind-to none python -m benchmarks.join --json docs/results/join-np2.json
 
 The last rank alternates between taking part (block A) and having called
 ``tfdist.join()`` (block B: it stands in for the others' collectives while
@@ -16,13 +16,11 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
-import tensorflow as tf
 
-import tfdist
-from benchmarks import write_json
+from benchmarks import _results
 from benchmarks.runtime import STEP_TENSOR_BYTES, STEP_TENSORS
 
 STEP_ELEMENTS = STEP_TENSOR_BYTES // 4  # float32
@@ -39,6 +37,9 @@ def _compute(seconds: float) -> None:
 
 def measure(blocks: int, eager_calls: int, steps: int) -> Dict[str, object]:
     """Runs the blocks; returns the results on the measuring ranks (None on the last)."""
+    import tensorflow as tf
+
+    import tfdist
     from mpi4py import MPI
     rank, size = tfdist.rank(), tfdist.size()
     joiner = size - 1
@@ -87,6 +88,7 @@ def measure(blocks: int, eager_calls: int, steps: int) -> Dict[str, object]:
 
 def _run(step, small, eager_calls: int, steps: int, active):
     """Seconds per eager call and per paced step (the computation excluded)."""
+    import tfdist
     start = time.perf_counter()
     for _ in range(eager_calls):
         out = tfdist.allreduce(small, op=tfdist.Sum, name="bench.join.4B")
@@ -104,29 +106,37 @@ def _run(step, small, eager_calls: int, steps: int, active):
     return eager, paced / steps
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """The other ranks' times with every rank active and with the last one joined."""
+    us = document["microseconds"]
+    return "\n".join([
+        f"ranks = {document['ranks']}; rank {document['ranks'] - 1} joined in block B; "
+        f"each step after {document['compute_ms_per_step']:g} ms of computation", "",
+        "| measured on the other ranks | all active | last rank joined | joined / active |",
+        "|---|---|---|---|",
+        f"| eager allreduce of 4 B (µs) | {us['eager_4B_all_active']:.1f} "
+        f"| {us['eager_4B_joined']:.1f} | {document['ratio_eager_joined_vs_active']:.2f} |",
+        f"| tf.function step of 100 x 16 KiB (ms) | {us['paced_step_all_active'] / 1e3:.2f} "
+        f"| {us['paced_step_joined'] / 1e3:.2f} "
+        f"| {document['ratio_paced_step_joined_vs_active']:.2f} |"])
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.join",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write the results to this file (rank 0)")
+    _results.add_arguments(parser, plot=False)
     parser.add_argument("--blocks", type=int, default=5, help="A/B block pairs")
     parser.add_argument("--eager-calls", type=int, default=300)
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
+    import tfdist
     tfdist.init()
     if tfdist.size() < 2:
         raise SystemExit("the join benchmark needs at least 2 ranks")
     results = measure(args.blocks, args.eager_calls, args.steps)
     if tfdist.rank() == 0:
-        us = results["microseconds"]
-        print(f"ranks={results['ranks']}, rank {results['ranks'] - 1} joined in block B")
-        print(f"(1) eager 4 B: {us['eager_4B_all_active']:.1f} us all active, "
-              f"{us['eager_4B_joined']:.1f} us joined "
-              f"({results['ratio_eager_joined_vs_active']:.2f}x)")
-        print(f"(2) step after {results['compute_ms_per_step']:.0f} ms of computation: "
-              f"{us['paced_step_all_active'] / 1e3:.2f} ms all active, "
-              f"{us['paced_step_joined'] / 1e3:.2f} ms joined "
-              f"({results['ratio_paced_step_joined_vs_active']:.2f}x)")
-        write_json(args.json, results)
+        _results.publish(args, "join", results, argv, tfdist.size())
     tfdist.shutdown()
     return 0
 

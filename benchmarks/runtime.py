@@ -1,6 +1,6 @@
 """The runtime's overhead: eager latency and a tf.function step, against MPI in the same job.
 
-    mpirun -np 2 python -m benchmarks.runtime --json docs/bench/runtime-np2.json
+    mpirun -np 2 python -m benchmarks.runtime --json docs/results/runtime-np2.json
 
 (1) Latency of an eager ``tfdist.allreduce`` of 4 bytes (one float32), named
     (the steady state: the response cache answers) and unnamed (a new
@@ -21,13 +21,11 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
-import tensorflow as tf
 
-import tfdist
-from benchmarks import write_json
+from benchmarks import _results
 
 STEP_TENSORS = 100
 STEP_TENSOR_BYTES = 16 * 1024
@@ -50,6 +48,9 @@ def _blocks(comm, methods: Dict[str, Callable[[], object]], iterations: Dict[str
 
 def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
     """Runs both comparisons; returns the results (the same on every rank)."""
+    import tensorflow as tf
+
+    import tfdist
     rank = tfdist.rank()
     n = lambda count: max(1, int(count * scale))  # noqa: E731
 
@@ -128,34 +129,46 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
     }
 
 
+def summary(document: Dict[str, Any]) -> str:
+    """Microseconds per call of each method, and the ratios to MPI against their goals."""
+    us = document["microseconds"]
+    goals = document.get("goals", {"eager": 15.0, "step": 2.0})
+    rows = [
+        ("(1) eager allreduce, 4 B", "MPI_Allreduce", us["mpi_allreduce_4B"], ""),
+        ("", "tfdist, named (response cache)", us["tfdist_eager_named_4B"],
+         f"{document['ratio_eager_named_vs_mpi']:.1f}x (goal ≤ {goals['eager']:g}x)"),
+        ("", "tfdist, unnamed (full negotiation)", us["tfdist_eager_unnamed_4B"],
+         f"{document['ratio_eager_unnamed_vs_mpi']:.1f}x (goal ≤ {goals['eager']:g}x)"),
+        ("(2) step of 100 x 16 KiB", "one MPI_Allreduce of 1.6 MB", us["mpi_allreduce_1.6MB"], ""),
+        ("", "tf.function of 100 tfdist.allreduce", us["tfdist_function_100x16KiB"],
+         f"{document['ratio_step_vs_mpi']:.2f}x (goal ≤ {goals['step']:g}x)"),
+        ("", "the same step without communication", us["local_function_100x16KiB"], ""),
+    ]
+    lines = [f"ranks = {document['ranks']}; "
+             f"{document['step_allreduces_per_step']:.1f} allreduces and "
+             f"{document['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
+             f"per step", "", "| comparison | method | µs per call | vs MPI |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c:.1f} | {d} |" for a, b, c, d in rows]
+    return "\n".join(lines)
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.runtime",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="write the results to this file (rank 0)")
+    _results.add_arguments(parser, plot=False)
     parser.add_argument("--blocks", type=int, default=7, help="alternating blocks per method")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the iteration counts (e.g. 0.2 for a quick run)")
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     from mpi4py import MPI
+
+    import tfdist
     tfdist.init()
     comm = MPI.COMM_WORLD
     results = measure(comm, args.blocks, args.scale)
     if tfdist.rank() == 0:
-        us = results["microseconds"]
-        print(f"ranks={results['ranks']}")
-        print(f"(1) 4 B: MPI_Allreduce {us['mpi_allreduce_4B']:.1f} us, "
-              f"tfdist eager named {us['tfdist_eager_named_4B']:.1f} us "
-              f"({results['ratio_eager_named_vs_mpi']:.1f}x), unnamed "
-              f"{us['tfdist_eager_unnamed_4B']:.1f} us "
-              f"({results['ratio_eager_unnamed_vs_mpi']:.1f}x); goal <= 15x")
-        print(f"(2) step: MPI_Allreduce 1.6 MB {us['mpi_allreduce_1.6MB']:.1f} us, tf.function "
-              f"100 x 16 KiB {us['tfdist_function_100x16KiB']:.1f} us "
-              f"({results['ratio_step_vs_mpi']:.2f}x; "
-              f"{results['step_allreduces_per_step']:.1f} allreduces and "
-              f"{results['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
-              f"per step); goal <= 2x. The same step without communication: "
-              f"{us['local_function_100x16KiB']:.1f} us")
-        write_json(args.json, results)
+        _results.publish(args, "runtime", results, argv, comm.size)
     tfdist.shutdown()
     return 0
 

@@ -1,7 +1,7 @@
 """Keras training throughput with tfdist, against the no-communication ceiling, in one job.
 
-    mpirun -np 2 python -m benchmarks.training --json docs/bench/training-np2.json
-    mpirun -np 2 python -m benchmarks.training --method mwms --json docs/bench/training-np2.json
+    tfdistrun -np 2 python -m benchmarks.training --json docs/results/training-np2.json
+    tfdistrun -np 2 python -m benchmarks.training --method mwms --json docs/results/training-np2.json --plot
 
 Every rank runs TensorFlow with one intra-op and one inter-op thread and
 trains on synthetic data, batch 64 per rank, with ``model.fit``. For each
@@ -32,7 +32,9 @@ import socket
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
+
+from benchmarks import _results
 
 MODELS = ("cnn", "mlp")
 
@@ -312,38 +314,86 @@ def _label(method: str, num_groups: int) -> str:
     return f"{method}[num_groups={num_groups}]"
 
 
-def _print_table(results: Dict) -> None:
-    print(f"\nnp={results['ranks']}, batch {results['batch_per_rank']}/rank, "
-          f"{results['intra_op_threads']} intra/{results['inter_op_threads']} inter threads "
-          f"per rank; samples/s summed over ranks (median of rounds); ratio = median over "
-          f"rounds of method/ceiling")
-    print(f"{'model':6} {'params':>9} {'method':26} {'ceiling /s':>11} {'method /s':>10} "
-          f"{'ratio':>6}")
-    if "mwms_fit_error" in results:
-        print("MultiWorkerMirroredStrategy with model.fit failed: "
-              + results["mwms_fit_error"])
-    for kind, entry in results["models"].items():
-        if "error" in entry:
-            print(f"{kind:6} {results['method']} failed: {entry['error']}")
-            continue
-        for name, measured in entry.items():
-            if not isinstance(measured, dict) or name == "ceiling":
+def _methods(document: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [entry for key, entry in document.items()
+            if key != "metadata" and isinstance(entry, dict) and "models" in entry]
+
+
+def summary(document: Dict[str, Any]) -> str:
+    """Per model and method: samples/s against the ceiling measured in the same job."""
+    lines = []
+    for results in _methods(document):
+        lines += [f"`--method {results['method']}`: np = {results['ranks']}, batch "
+                  f"{results['batch_per_rank']} per rank, {results['intra_op_threads']} intra-op "
+                  f"and {results['inter_op_threads']} inter-op threads per rank; samples/s summed "
+                  f"over ranks (median of rounds); ratio: median over rounds of method / ceiling",
+                  ""]
+        if "mwms_fit_error" in results:
+            lines += ["MultiWorkerMirroredStrategy with `model.fit` failed, so a custom loop "
+                      "ran: " + results["mwms_fit_error"][:160] + " ...", ""]
+        lines += ["| model | parameters | method | ceiling (samples/s) | method (samples/s) "
+                  "| ratio | range over rounds |", "|---|---|---|---|---|---|---|"]
+        for kind, entry in results["models"].items():
+            if "error" in entry:
+                lines.append(f"| {kind} | | {results['method']} failed: {entry['error']} "
+                             f"| | | | |")
                 continue
-            print(f"{kind:6} {entry['parameters']:9d} {name:26} "
-                  f"{entry['ceiling']['samples_per_second']:11.1f} "
-                  f"{measured['samples_per_second']:10.1f} {measured['ratio']:6.3f}")
+            for name, measured in entry.items():
+                if not isinstance(measured, dict) or name == "ceiling":
+                    continue
+                ratios = measured["round_ratios"]
+                lines.append(f"| {kind} | {entry['parameters']} | {name} "
+                             f"| {entry['ceiling']['samples_per_second']:.1f} "
+                             f"| {measured['samples_per_second']:.1f} | {measured['ratio']:.3f} "
+                             f"| {min(ratios):.3f}-{max(ratios):.3f} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
-def _save(path: str, results: Dict) -> None:
-    # Each method runs in its own job: merge into what earlier jobs wrote.
-    everything = {}
-    if os.path.exists(path):
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Each method's throughput as a fraction of the no-communication ceiling, per model."""
+    bars = []  # (model, method, ratio, lowest round, highest round)
+    for document in documents:
+        for results in _methods(document):
+            for kind, entry in results["models"].items():
+                for name, measured in entry.items():
+                    if isinstance(measured, dict) and "ratio" in measured:
+                        ratios = measured["round_ratios"]
+                        bars.append((kind, name, measured["ratio"], min(ratios), max(ratios)))
+    models = list(dict.fromkeys(bar[0] for bar in bars))
+    methods = list(dict.fromkeys(bar[1] for bar in bars))
+    width = 0.8 / max(1, len(methods))
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for m, method in enumerate(methods):
+        mine = [bar for bar in bars if bar[1] == method]
+        x = [models.index(bar[0]) + (m - (len(methods) - 1) / 2) * width for bar in mine]
+        ratios = [bar[2] for bar in mine]
+        axes.bar(x, ratios, width, label=method,
+                 yerr=[[r - bar[3] for r, bar in zip(ratios, mine)],
+                       [bar[4] - r for r, bar in zip(ratios, mine)]], capsize=3)
+    axes.axhline(1.0, color="black", linestyle="--", linewidth=1,
+                 label="ceiling: independent processes, no communication")
+    axes.set_xticks(range(len(models)), models)
+    axes.set_ylabel("throughput / ceiling (median over rounds; bars: range)")
+    axes.set_ylim(0, 1.15)
+    axes.set_title("Keras training throughput against the no-communication ceiling")
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def _merge(path: Optional[str], results: Dict) -> Dict[str, Any]:
+    # Each method runs in its own job: keep what earlier jobs wrote for the others, each
+    # with the metadata of the run that measured it.
+    everything: Dict[str, Any] = {}
+    if path and os.path.exists(path):
         with open(path) as existing:
             everything = json.load(existing)
+        earlier = everything.pop("metadata", None)
+        for entry in _methods(everything):
+            if earlier is not None:
+                entry.setdefault("metadata", earlier)
     everything[results["method"]] = results
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as output:
-        json.dump(everything, output, indent=2)
+    return everything
 
 
 def main(argv: List[str]) -> int:
@@ -360,17 +410,18 @@ def main(argv: List[str]) -> int:
                              "(the default, None, is 1 on CPUs and 0 with GPUs)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op and inter-op threads per rank")
-    parser.add_argument("--json", default=None, help="merge the results into this file")
+    _results.add_arguments(parser, "merge the results into this file (one entry per "
+                                   "--method), with X.md beside it")
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     results = run(args.method, args.models.split(","), args.batch,
                   {"cnn": args.cnn_steps, "mlp": args.mlp_steps}, args.rounds,
                   [int(g) for g in args.num_groups.split(",")], args.threads)
     from mpi4py import MPI
     if MPI.COMM_WORLD.rank == 0:
-        _print_table(results)
-        if args.json:
-            _save(args.json, results)
+        _results.publish(args, "training", _merge(args.json, results), argv,
+                         MPI.COMM_WORLD.size)
     return 0
 
 

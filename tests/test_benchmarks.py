@@ -26,3 +26,82 @@ def test_costmodel_timer_matches_numpy_on_emulated_hosts():
            "TFDIST_EMULATED_LATENCY": "2e-5"}
     output = run_workers("costmodel_timer_worker.py", 4, env=env, timeout=300)
     assert output.count("costmodel timer OK") == 4, output[-3000:]
+
+
+# --- results files, plots and tfdist-bench ---------------------------------------------------
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+
+import pytest  # noqa: E402
+
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+from benchmarks import _results  # noqa: E402
+
+RESULTS = ROOT / "docs" / "results"
+JOIN_RESULT = {"ranks": 2, "microseconds": {"eager_4B_all_active": 20.0, "eager_4B_joined": 10.0,
+                                            "paced_step_all_active": 3000.0,
+                                            "paced_step_joined": 1500.0},
+               "ratio_eager_joined_vs_active": 0.5, "ratio_paced_step_joined_vs_active": 0.5,
+               "compute_ms_per_step": 5.0}
+
+
+def _git_head():
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    return done.stdout.strip() if done.returncode == 0 else _results.UNKNOWN
+
+
+def test_results_module_writes_every_metadata_field(tmp_path, capsys):
+    path = tmp_path / "join-np2.json"
+    args = argparse.Namespace(json=str(path), plot=None)
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    _results.publish(args, "join", JOIN_RESULT, ["--blocks", "3", "--json", str(path)], 2)
+    document = json.loads(path.read_text())
+    meta = document["metadata"]
+    assert set(_results.METADATA_FIELDS) <= set(meta), meta
+    assert set(meta["versions"]) == set(_results.VERSION_FIELDS), meta
+    assert meta["benchmark"] == "join"
+    assert meta["command"].endswith(f"python -m benchmarks.join --blocks 3 --json {path}")
+    assert meta["commit"] == _git_head()
+    assert meta["cores"] == os.cpu_count()
+    assert meta["versions"]["python"] == platform.python_version()
+    for name in ("tensorflow", "open_mpi", "tfdist"):
+        assert meta["versions"][name] not in ("", None), meta
+    assert before <= datetime.datetime.fromisoformat(meta["date"]) <= before + datetime.timedelta(
+        minutes=5)
+    assert {k: v for k, v in document.items() if k != "metadata"} == JOIN_RESULT
+    markdown = (tmp_path / "join-np2.md").read_text()
+    assert f"`{meta['command']}`" in markdown and meta["commit"] in markdown
+    assert "| eager allreduce of 4 B (µs) | 20.0 | 10.0 | 0.50 |" in markdown
+    assert "| eager allreduce of 4 B (µs) | 20.0 | 10.0 | 0.50 |" in capsys.readouterr().out
+
+
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    parser = argparse.ArgumentParser(prog="bench")
+    _results.add_arguments(parser)
+    args = parser.parse_args(["--json", "x.json", "--plot"])
+    with pytest.raises(SystemExit):
+        _results.check_arguments(parser, args)
+    assert "pip install matplotlib" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.stem)
+def test_each_results_file_renders_as_its_committed_markdown(path):
+    document = _results.load(str(path))
+    assert set(_results.METADATA_FIELDS) <= set(document["metadata"]), path
+    assert _results.markdown(document, path.stem) == path.with_suffix(".md").read_text(), (
+        f"{path.with_suffix('.md')} is stale: python -m benchmarks._results render {path}")
+    for plot in document["metadata"].get("plots", []):
+        assert (path.parent / plot).is_file(), plot
+
+
+def test_plot_of_two_results_files(tmp_path):
+    documents = [_results.load(str(RESULTS / f"allreduce-np{n}.json")) for n in (2, 4)]
+    _results.draw(documents, str(tmp_path / "allreduce.png"))
+    assert (tmp_path / "allreduce.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
