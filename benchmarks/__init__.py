@@ -1,19 +1,18 @@
 """tfdist's benchmarks; not part of the installed package.
 
-Run each from the repository root under mpirun, e.g.
-``mpirun -np 2 python -m benchmarks.allreduce``; ``python -m benchmarks``
+Run each under mpirun, from the repository root as
+``mpirun -np 2 python -m benchmarks.allreduce`` or from anywhere as
+``mpirun -np 2 tfdist-bench allreduce`` (tfdist_bench.py); ``python -m benchmarks``
 lists them. They measure the installed tfdist (``pip install .``, or
-./scripts/setup.sh), not the source tree's copy. Results and the commands that
-produced them are in docs/.
+./scripts/setup.sh), not the source tree's copy. Every benchmark writes its
+results through benchmarks/_results.py; those of the docs are in docs/results/.
 """
 from __future__ import annotations
 
 import importlib.machinery
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
 
 
 def _prefer_installed_tfdist() -> None:
@@ -31,11 +30,3 @@ def _prefer_installed_tfdist() -> None:
 
 _prefer_installed_tfdist()
 
-
-def write_json(path: Optional[str], results: Dict[str, Any]) -> None:
-    """Writes ``results`` to ``path`` as indented JSON (nothing when ``path`` is None)."""
-    if not path:
-        return
-    with open(path, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")

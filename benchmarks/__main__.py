@@ -30,8 +30,9 @@ def benchmarks() -> Dict[str, str]:
 def main(argv: List[str]) -> int:
     available = benchmarks()
     if not argv or argv[0] not in available:
-        print("usage: python -m benchmarks.NAME [options]   (or python -m benchmarks NAME ...)\n"
-              "run from the repository root, under mpirun; NAME is one of:", file=sys.stderr)
+        print("usage: tfdist-bench NAME [options]   (from any directory; or, from the repository\n"
+              "       root, python -m benchmarks.NAME [options]), under mpirun; NAME is one of:",
+              file=sys.stderr)
         for name, summary in available.items():
             print(f"  {name:<12} {summary}", file=sys.stderr)
         return 2

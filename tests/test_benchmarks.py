@@ -32,11 +32,16 @@ def test_costmodel_timer_matches_numpy_on_emulated_hosts():
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
+from mpi_harness import mpi_environment  # noqa: E402
 
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
@@ -105,3 +110,53 @@ def test_plot_of_two_results_files(tmp_path):
     documents = [_results.load(str(RESULTS / f"allreduce-np{n}.json")) for n in (2, 4)]
     _results.draw(documents, str(tmp_path / "allreduce.png"))
     assert (tmp_path / "allreduce.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_benchmark_runs_from_another_directory(tmp_path):
+    # `python -m benchmarks.runtime` only works from the repository root; tfdist-bench
+    # (tfdist_bench.py) finds the tree from anywhere.
+    env = mpi_environment()
+    env.pop("TFDIST_SOURCE", None)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tfdist_bench.py"), "runtime", "--scale", "0.01",
+         "--blocks", "1", "--json", "out/runtime.json"],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads((tmp_path / "out" / "runtime.json").read_text())
+    assert document["metadata"]["benchmark"] == "runtime"
+    assert document["ranks"] == 1 and document["step_allreduces_per_step"] >= 1
+    assert "| (1) eager allreduce, 4 B | MPI_Allreduce |" in result.stdout
+    assert (tmp_path / "out" / "runtime.md").is_file()
+
+
+def _copied_launcher(tmp_path, monkeypatch):
+    shutil.copy(ROOT / "tfdist_bench.py", tmp_path / "tfdist_bench.py")
+    spec = importlib.util.spec_from_file_location("tfdist_bench_copy",
+                                                  tmp_path / "tfdist_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    return module
+
+
+def test_tfdist_bench_without_a_source_tree_says_what_to_set(tmp_path, monkeypatch):
+    launcher = _copied_launcher(tmp_path, monkeypatch)
+    monkeypatch.delenv("TFDIST_SOURCE", raising=False)
+    monkeypatch.setattr(launcher, "_installed_direct_url", lambda: None)
+    with pytest.raises(SystemExit) as stopped:
+        launcher.find_source_tree()
+    assert "TFDIST_SOURCE" in str(stopped.value) and "benchmarks/" in str(stopped.value)
+    monkeypatch.setenv("TFDIST_SOURCE", str(tmp_path))
+    with pytest.raises(SystemExit, match="is not tfdist's source tree"):
+        launcher.find_source_tree()
+    monkeypatch.setenv("TFDIST_SOURCE", str(ROOT))
+    assert launcher.find_source_tree() == ROOT
+
+
+def test_tfdist_bench_finds_the_folder_pip_installed_from(tmp_path, monkeypatch):
+    launcher = _copied_launcher(tmp_path, monkeypatch)
+    monkeypatch.delenv("TFDIST_SOURCE", raising=False)
+    url = json.dumps({"url": Path(ROOT).as_uri(), "dir_info": {}})
+    monkeypatch.setattr(launcher, "_installed_direct_url", lambda: url)
+    assert launcher.find_source_tree() == ROOT
+    assert launcher.recorded_source('{"url": "https://example.org/tfdist.tar.gz"}') is None
