@@ -43,7 +43,10 @@ class RuntimeSettings:
     #: Seconds a collective may wait for other ranks before a stall is reported.
     stall_check_time: float = 60.0
     #: Seconds after which a stalled job aborts on every rank; 0 waits forever.
-    stall_shutdown_time: float = 0.0
+    #: Ten minutes: longer than any legitimate wait of one rank for another
+    #: (an evaluation on rank 0, a checkpoint), short enough that a job that
+    #: can never finish ends with a message instead of hanging.
+    stall_shutdown_time: float = 600.0
     #: Link latency (s) and inverse bandwidth (s/byte) for the cost model;
     #: unset (negative) means measured at init and cached per host.
     latency: float = -1.0
@@ -99,6 +102,9 @@ class RuntimeSettings:
             raise ConfigError("TFDIST_CYCLE_TIME must be positive (milliseconds)")
         if self.stall_check_time <= 0:
             raise ConfigError("TFDIST_STALL_CHECK_TIME must be positive (seconds)")
+        if self.stall_shutdown_time < 0:
+            raise ConfigError("TFDIST_STALL_SHUTDOWN_TIME must not be negative (seconds; "
+                              "0 waits forever)")
         if self.virtual_hosts is not None and self.virtual_hosts <= 0:
             raise ConfigError(f"TFDIST_VIRTUAL_HOSTS={self.virtual_hosts} must be a positive "
                               "number of hosts that divides the number of ranks")
