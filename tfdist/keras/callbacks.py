@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfdist import checkpoint, ops, runtime
+from tfdist import checkpoint, ops, preemption, runtime
 from tfdist.config import LaunchInfo
 from tfdist.functions import broadcast_variables
 
@@ -303,6 +303,8 @@ class BackupAndRestore(TfdistCallback):
         # tfdistrun exports TFDIST_PREEMPT_FILE to every rank, so every rank
         # takes the same branch and the agreement collective always matches.
         self._check_preemption = bool(LaunchInfo.from_environment().preempt_file)
+        if self._check_preemption:
+            preemption.watch()  # from now on, SIGTERM to tfdistrun means "save and stop"
         restored = checkpoint.restore(self.directory, model=self.model)
         extra = restored.extra if restored else {}
         self._global_batch = int(extra.get("global_batch", 0))
