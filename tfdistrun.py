@@ -303,7 +303,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command[:1] == ["--"]:  # tfdistrun -np 2 -- python train.py
         args.command = args.command[1:]
     if args.restarts < 0:
-        parser.error("--restarts must not be negative")
+        parser.error(f"--restarts must not be negative, got {args.restarts}")
+    if args.timeout is not None and not args.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not args.preempt_grace >= 0:
+        parser.error(f"--preempt-grace must not be negative, got {args.preempt_grace:g}")
+    if args.fusion_threshold_mb is not None and not args.fusion_threshold_mb >= 0:
+        parser.error("--fusion-threshold-mb must not be negative (0 disables fusion), got "
+                     f"{args.fusion_threshold_mb:g}")
+    if args.cycle_time_ms is not None and not args.cycle_time_ms > 0:
+        parser.error(f"--cycle-time-ms must be positive, got {args.cycle_time_ms:g}")
+    if not args.command:
+        parser.error("no command to run: give it after the options, e.g. "
+                     "tfdistrun -np 2 python train.py")
     flag_dir = tempfile.mkdtemp(prefix="tfdist-preempt-")
     settings = _settings(args)
     settings["TFDIST_RESTART"] = "0"

@@ -82,8 +82,11 @@ class RuntimeSettings:
                 values[field.name] = _convert(key, environ[key], field.type)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}")
-        values.update({k: v for k, v in overrides.items() if v is not None})
+            raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}; "
+                              "expected keyword arguments among "
+                              f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+        values.update({k: _checked_override(k, v, cls.__dataclass_fields__[k].type)
+                       for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()
         return settings
@@ -152,6 +155,26 @@ class RuntimeSettings:
                 raise ConfigError(f"tfdist setting {key} may not contain ';'")
         return ";".join(f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in pairs.items())
+
+
+def _checked_override(name: str, value: Any, kind: Any) -> Any:
+    """An init() keyword argument, if its type fits the setting; else ConfigError naming it."""
+    kind = kind if isinstance(kind, str) else kind.__name__
+    if kind.startswith("Optional[") and kind.endswith("]"):
+        kind = kind[len("Optional["):-1]
+    accepted = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}.get(kind)
+    integral = kind == "int" and isinstance(value, float) and value.is_integer()
+    if accepted is None or integral:
+        return int(value) if integral else value
+    # numpy scalars count as the Python numbers they stand for.
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if not isinstance(value, accepted) or (kind != "bool" and isinstance(value, bool)):
+        wanted = {"int": "an integer", "float": "a number", "bool": "True or False",
+                  "str": "a string"}[kind]
+        raise ConfigError(f"init({name}={value!r}): expected {wanted} "
+                          f"(the setting TFDIST_{name.upper()})")
+    return value
 
 
 def _convert(key: str, text: str, kind: Any) -> Any:
