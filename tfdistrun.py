@@ -66,7 +66,8 @@ WATCHED_SUFFIX = ".watched"
 # Variables every rank needs, beyond the TFDIST_* settings: on another host
 # mpirun starts ranks in a login environment, where PATH may not even lead
 # to this Python.
-FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL")
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL",
+             "TF_ENABLE_ONEDNN_OPTS")
 
 
 def find_mpirun() -> str:

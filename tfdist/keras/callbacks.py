@@ -291,7 +291,9 @@ class BackupAndRestore(TfdistCallback):
         ``make_epoch`` gets the epoch as an int64 scalar tensor and must return
         the same batches for the same epoch in every run (seed any shuffle
         with it) and at least ``steps_per_epoch`` of them; only the first
-        ``steps_per_epoch`` are used. Pass the same ``steps_per_epoch`` to fit.
+        ``steps_per_epoch`` are used. Pass the same ``steps_per_epoch`` to fit,
+        and ``shuffle=False`` (the order is ``make_epoch``'s; with Keras'
+        default, fit warns that it ignores ``shuffle=True``).
         """
         if not callable(make_epoch):
             raise TypeError("make_epoch must be a function of the epoch that returns a "
