@@ -30,7 +30,11 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
   at a step boundary (``tfdist.checkpoint.preempted()``), save, and exit with
   75 (PREEMPTED_EXIT_CODE), which tfdistrun returns and never restarts. Ranks
   that have not exited ``--preempt-grace`` seconds later are killed (exit 143);
-  a second SIGTERM kills them at once;
+  a second SIGTERM or a SIGINT kills them at once. Only a job that can answer
+  gets the grace period: a rank that watches for preemption
+  (``BackupAndRestore`` in ``fit``, or a call of ``preempted()``) creates
+  ``TFDIST_PREEMPT_FILE`` + ``.watched``; without it a SIGTERM (from
+  ``timeout``, a scheduler, ``kill``) is passed on to the ranks at once;
 - Horovod's ``--fusion-threshold-mb``, ``--cycle-time-ms`` and
   ``--timeline-filename``, as the TFDIST_* settings they stand for.
 """
@@ -56,10 +60,14 @@ PREEMPTED_EXIT_CODE = 75
 # Preempted, but the ranks did not stop within --preempt-grace: 128 + SIGTERM.
 PREEMPTION_KILLED_EXIT_CODE = 128 + signal.SIGTERM
 INTERRUPTED_EXIT_CODE = 130
+# Created next to TFDIST_PREEMPT_FILE by a rank that watches for preemption
+# (tfdist/preemption.py, which this launcher must not import: it needs TensorFlow).
+WATCHED_SUFFIX = ".watched"
 # Variables every rank needs, beyond the TFDIST_* settings: on another host
 # mpirun starts ranks in a login environment, where PATH may not even lead
 # to this Python.
-FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL")
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "GLIBC_TUNABLES", "TF_CPP_MIN_LOG_LEVEL",
+             "TF_ENABLE_ONEDNN_OPTS")
 
 
 def find_mpirun() -> str:
@@ -127,7 +135,12 @@ def build_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
 
 
 class Preemption:
-    """SIGTERM to tfdistrun: ask the ranks to save and stop, by creating the flag file they poll."""
+    """SIGTERM to tfdistrun: ask the ranks to save and stop, by creating the flag file they poll.
+
+    Only when some rank watches for it (it created ``flag_file + WATCHED_SUFFIX``);
+    otherwise nothing would save, and waiting the grace period only delays the end,
+    so the signal is passed on to the ranks at once.
+    """
 
     def __init__(self, flag_file: str, grace: float) -> None:
         self.flag_file = flag_file
@@ -135,15 +148,27 @@ class Preemption:
         self.requested_at: Optional[float] = None
         self.hurry = False
 
+    @property
+    def watched(self) -> bool:
+        """Whether a rank of this job can save on a preemption request."""
+        return os.path.exists(self.flag_file + WATCHED_SUFFIX)
+
     def request(self) -> None:
         if self.requested_at is not None:  # a second SIGTERM: stop now
             self.hurry = True
             return
         self.requested_at = time.monotonic()
+        if not self.watched:
+            self.hurry = True
+            print("tfdistrun: SIGTERM: no rank watches for preemption (no BackupAndRestore "
+                  "in fit, no tfdist.checkpoint.preempted() call), so there is nothing to "
+                  "save; stopping every rank now", file=sys.stderr, flush=True)
+            return
         with open(self.flag_file, "w") as flag:
             flag.write(f"preempted at {time.time():.3f}\n")
-        print(f"tfdistrun: SIGTERM: asking every rank to save a checkpoint and stop "
-              f"(they are killed in {self.grace:g} s)", file=sys.stderr, flush=True)
+        print(f"tfdistrun: SIGTERM: asking every rank to save a checkpoint and stop; ranks "
+              f"still running in {self.grace:g} s (--preempt-grace) are killed. Send SIGTERM "
+              f"again or press Ctrl-C to stop them now", file=sys.stderr, flush=True)
 
     @property
     def requested(self) -> bool:
@@ -177,8 +202,9 @@ def run(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float],
                     _stop(job)
                     return TIMEOUT_EXIT_CODE
                 if preemption is not None and preemption.overdue(now):
-                    print("tfdistrun: the ranks did not stop after the preemption request; "
-                          "killing them", file=sys.stderr, flush=True)
+                    if preemption.watched:
+                        print("tfdistrun: the ranks did not stop after the preemption "
+                              "request; killing them", file=sys.stderr, flush=True)
                     _stop(job)
                     return PREEMPTION_KILLED_EXIT_CODE
     except KeyboardInterrupt:
@@ -240,7 +266,9 @@ def _parser() -> argparse.ArgumentParser:
                              "ranks see TFDIST_RESTART")
     parser.add_argument("--preempt-grace", type=float, default=120.0,
                         help="after SIGTERM, seconds the ranks get to save and exit "
-                             "(default 120)")
+                             "(default 120); only when a rank watches for preemption "
+                             "(BackupAndRestore, tfdist.checkpoint.preempted()), else "
+                             "SIGTERM stops the job at once")
     parser.add_argument("--bind-to", default="none",
                         help="mpirun's --bind-to (default: none)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
@@ -276,7 +304,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command[:1] == ["--"]:  # tfdistrun -np 2 -- python train.py
         args.command = args.command[1:]
     if args.restarts < 0:
-        parser.error("--restarts must not be negative")
+        parser.error(f"--restarts must not be negative, got {args.restarts}")
+    if args.timeout is not None and not args.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not args.preempt_grace >= 0:
+        parser.error(f"--preempt-grace must not be negative, got {args.preempt_grace:g}")
+    if args.fusion_threshold_mb is not None and not args.fusion_threshold_mb >= 0:
+        parser.error("--fusion-threshold-mb must not be negative (0 disables fusion), got "
+                     f"{args.fusion_threshold_mb:g}")
+    if args.cycle_time_ms is not None and not args.cycle_time_ms > 0:
+        parser.error(f"--cycle-time-ms must be positive, got {args.cycle_time_ms:g}")
+    if not args.command:
+        parser.error("no command to run: give it after the options, e.g. "
+                     "tfdistrun -np 2 python train.py")
     flag_dir = tempfile.mkdtemp(prefix="tfdist-preempt-")
     settings = _settings(args)
     settings["TFDIST_RESTART"] = "0"

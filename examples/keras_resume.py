@@ -73,7 +73,8 @@ def main() -> int:
                   metrics=["accuracy"])
     backup = hvd.callbacks.BackupAndRestore(args.checkpoint_dir, save_freq=args.save_freq)
     model.fit(backup.dataset(make_epoch, steps_per_epoch), epochs=args.epochs,
-              steps_per_epoch=steps_per_epoch, verbose=2 if hvd.rank() == 0 else 0,
+              steps_per_epoch=steps_per_epoch, shuffle=False,  # make_epoch shuffles
+              verbose=2 if hvd.rank() == 0 else 0,
               callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), backup])
     _, accuracy = model.evaluate(x_val, y_val, verbose=0)
     if hvd.rank() == 0:

@@ -121,8 +121,10 @@ def test_restarts_give_up_with_the_job_s_exit_code():
 def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
     # The ranks wait for the flag file, as tfdist.checkpoint.preempted() sees it, and
     # exit with the preemption code; tfdistrun returns it and does not restart.
+    # They say that they watch, as tfdist.preemption.watch() does.
     marker = tmp_path / "ranks-running"
     script = ("import os, sys, time; flag = os.environ['TFDIST_PREEMPT_FILE']; "
+              f"open(flag + {launcher.WATCHED_SUFFIX!r}, 'a').close(); "
               f"open({str(marker)!r} + os.environ['OMPI_COMM_WORLD_RANK'], 'w').close(); "
               "[time.sleep(0.05) for _ in iter(lambda: os.path.exists(flag), True)]; "
               f"sys.exit({launcher.PREEMPTED_EXIT_CODE})")
@@ -140,15 +142,56 @@ def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
     assert "asking every rank to save" in err and "restart" not in err, err
 
 
-def test_ranks_that_ignore_the_preemption_are_killed_after_the_grace_period():
-    start = time.monotonic()
-    job = subprocess.Popen([sys.executable, "-m", "tfdistrun", "-np", "2", "--preempt-grace",
-                            "2", "--timeout", "120", sys.executable, "-c",
-                            "import time; time.sleep(120)"],
+def start_sleeping_job(tmp_path, *options, watch=True):
+    """tfdistrun with 2 ranks that sleep, once both are running; with ``watch``,
+    they say they watch for preemption (as BackupAndRestore does) and never do."""
+    marker = tmp_path / "running"
+    script = ("import os, time; flag = os.environ['TFDIST_PREEMPT_FILE']; "
+              + (f"open(flag + {launcher.WATCHED_SUFFIX!r}, 'a').close(); " if watch else "")
+              + f"open({str(marker)!r} + os.environ['OMPI_COMM_WORLD_RANK'], 'w').close(); "
+              "time.sleep(120)")
+    job = subprocess.Popen([sys.executable, "-m", "tfdistrun", "-np", "2", *options,
+                            "--timeout", "150", sys.executable, "-c", script],
                            env=mpi_environment(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
-    time.sleep(3)
+    deadline = time.monotonic() + 90
+    while not all((tmp_path / f"running{r}").exists() for r in range(2)):
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.05)
+    return job
+
+
+def test_ranks_that_ignore_the_preemption_are_killed_after_the_grace_period(tmp_path):
+    job = start_sleeping_job(tmp_path, "--preempt-grace", "2")
+    start = time.monotonic()
     job.send_signal(signal.SIGTERM)
     out, err = job.communicate(timeout=90)
     assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
-    assert time.monotonic() - start < 60
+    assert "killed in" not in err
+    assert "still running in 2 s (--preempt-grace) are killed" in err, err
+    assert "Send SIGTERM again or press Ctrl-C to stop them now" in err, err
+    assert "did not stop after the preemption request" in err, err
+    assert 2 <= time.monotonic() - start < 30
+
+
+def test_a_second_sigterm_ends_the_grace_period_at_once(tmp_path):
+    job = start_sleeping_job(tmp_path, "--preempt-grace", "100")
+    start = time.monotonic()
+    job.send_signal(signal.SIGTERM)
+    time.sleep(1)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=90)
+    assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
+    assert time.monotonic() - start < 30, err
+
+
+def test_sigterm_to_a_job_that_cannot_save_is_passed_on_at_once(tmp_path):
+    # `timeout 120 tfdistrun ...` around a script without checkpoints: nothing would
+    # be saved, so no grace period (120 s by default) is waited.
+    job = start_sleeping_job(tmp_path, watch=False)
+    start = time.monotonic()
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=90)
+    assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
+    assert "no rank watches for preemption" in err and "stopping every rank now" in err, err
+    assert time.monotonic() - start < 30, err

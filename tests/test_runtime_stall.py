@@ -1,5 +1,6 @@
-"""TFDIST_STALL_SHUTDOWN_TIME: a job with a rank that stops submitting aborts, at np = 2, 3, 4;
-a rank that waits long in join() is reported and does not abort the job.
+"""TFDIST_STALL_SHUTDOWN_TIME: a job with a rank that stops submitting aborts, at np = 2, 3, 4
+(by default after 600 s); a long stall is reported at doubling intervals; a rank that waits
+long in join() is reported and does not abort the job.
 
 Without the setting the job would wait forever (the test's timeout would
 fire); with it every process ends, non-zero, a few seconds after the stall
@@ -28,6 +29,27 @@ def test_stall_shutdown_aborts_every_rank(np_):
     assert "'cached.x' has waited" in output, output[-4000:]
     assert f"ranks that have not submitted it: {np_ - 1}" in output, output[-4000:]
     assert "longer than TFDIST_STALL_SHUTDOWN_TIME=4 s; aborting the job" in output
+
+
+def test_a_long_stall_is_reported_at_doubling_intervals_not_every_second():
+    # With a 1 s check and a 9 s shutdown: reports at about 1 s (the cached tensor's
+    # missing rank still unknown), 2 s (named), 4 s, 8 s, and the abort's at 9 s;
+    # a report every second would print 9 or 10.
+    output = run_workers("runtime_stall_shutdown.py", 2, timeout=120,
+                         env={"TFDIST_STALL_CHECK_TIME": "1",
+                              "TFDIST_STALL_SHUTDOWN_TIME": "9"},
+                         expect_failure=True)
+    reports = output.count("tfdist stall (rank 0): 'cached.x' has waited")
+    assert 4 <= reports <= 6, output[-4000:]
+    assert "reported again at doubling intervals" in output, output[-4000:]
+    assert "set TFDIST_STALL_SHUTDOWN_TIME=0 to wait forever" in output, output[-4000:]
+
+
+def test_a_stalled_job_aborts_by_default_and_0_waits_forever():
+    from tfdist.config import RuntimeSettings
+    assert RuntimeSettings.from_environment({}).stall_shutdown_time == 600
+    assert RuntimeSettings.from_environment(
+        {"TFDIST_STALL_SHUTDOWN_TIME": "0"}).stall_shutdown_time == 0
 
 
 @pytest.mark.parametrize("np_", [2, 3])

@@ -43,7 +43,10 @@ class RuntimeSettings:
     #: Seconds a collective may wait for other ranks before a stall is reported.
     stall_check_time: float = 60.0
     #: Seconds after which a stalled job aborts on every rank; 0 waits forever.
-    stall_shutdown_time: float = 0.0
+    #: Ten minutes: longer than any legitimate wait of one rank for another
+    #: (an evaluation on rank 0, a checkpoint), short enough that a job that
+    #: can never finish ends with a message instead of hanging.
+    stall_shutdown_time: float = 600.0
     #: Link latency (s) and inverse bandwidth (s/byte) for the cost model;
     #: unset (negative) means measured at init and cached per host.
     latency: float = -1.0
@@ -79,8 +82,11 @@ class RuntimeSettings:
                 values[field.name] = _convert(key, environ[key], field.type)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}")
-        values.update({k: v for k, v in overrides.items() if v is not None})
+            raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}; "
+                              "expected keyword arguments among "
+                              f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+        values.update({k: _checked_override(k, v, cls.__dataclass_fields__[k].type)
+                       for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()
         return settings
@@ -99,6 +105,9 @@ class RuntimeSettings:
             raise ConfigError("TFDIST_CYCLE_TIME must be positive (milliseconds)")
         if self.stall_check_time <= 0:
             raise ConfigError("TFDIST_STALL_CHECK_TIME must be positive (seconds)")
+        if self.stall_shutdown_time < 0:
+            raise ConfigError("TFDIST_STALL_SHUTDOWN_TIME must not be negative (seconds; "
+                              "0 waits forever)")
         if self.virtual_hosts is not None and self.virtual_hosts <= 0:
             raise ConfigError(f"TFDIST_VIRTUAL_HOSTS={self.virtual_hosts} must be a positive "
                               "number of hosts that divides the number of ranks")
@@ -146,6 +155,26 @@ class RuntimeSettings:
                 raise ConfigError(f"tfdist setting {key} may not contain ';'")
         return ";".join(f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}"
                         for k, v in pairs.items())
+
+
+def _checked_override(name: str, value: Any, kind: Any) -> Any:
+    """An init() keyword argument, if its type fits the setting; else ConfigError naming it."""
+    kind = kind if isinstance(kind, str) else kind.__name__
+    if kind.startswith("Optional[") and kind.endswith("]"):
+        kind = kind[len("Optional["):-1]
+    accepted = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}.get(kind)
+    integral = kind == "int" and isinstance(value, float) and value.is_integer()
+    if accepted is None or integral:
+        return int(value) if integral else value
+    # numpy scalars count as the Python numbers they stand for.
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if not isinstance(value, accepted) or (kind != "bool" and isinstance(value, bool)):
+        wanted = {"int": "an integer", "float": "a number", "bool": "True or False",
+                  "str": "a string"}[kind]
+        raise ConfigError(f"init({name}={value!r}): expected {wanted} "
+                          f"(the setting TFDIST_{name.upper()})")
+    return value
 
 
 def _convert(key: str, text: str, kind: Any) -> Any:

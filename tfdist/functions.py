@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List
 import numpy as np
 import tensorflow as tf
 
-from tfdist import ops, runtime
+from tfdist import _arguments, ops, runtime
 
 class _Sequence:
     """Numbers the helpers' calls; restarted by join() on every rank alike."""
@@ -50,10 +50,11 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
     together as one flat broadcast, so the cost is one collective per dtype,
     not one per variable. Works eagerly and inside ``tf.function``.
     """
+    if isinstance(variables, (tf.Variable, tf.Tensor)) or not hasattr(variables, "__iter__"):
+        raise TypeError("variables must be a list of variables (e.g. model.variables), got "
+                        f"{type(variables).__name__}")
     variables = list(variables)
-    if not 0 <= root_rank < runtime.size():
-        raise ValueError(f"root_rank {root_rank} is not a rank of this job "
-                         f"(size {runtime.size()})")
+    _arguments.rank(root_rank, "root_rank", runtime.size())
     base = _next_name("broadcast_variables")
     by_dtype: Dict[tf.DType, List[tf.Variable]] = {}
     for variable in variables:  # tf.Variable (DType) or Keras 3 Variable (dtype name)
@@ -80,9 +81,7 @@ def broadcast_object(obj: Any, root_rank: int = 0) -> Any:
     Only the root's ``obj`` is used; the other ranks may pass None. Eager only.
     Unpickling runs arbitrary code: use it only between processes of one job.
     """
-    if not 0 <= root_rank < runtime.size():
-        raise ValueError(f"root_rank {root_rank} is not a rank of this job "
-                         f"(size {runtime.size()})")
+    _arguments.rank(root_rank, "root_rank", runtime.size())
     base = _next_name("broadcast_object")
     is_root = runtime.rank() == root_rank
     payload = _to_bytes_tensor(obj) if is_root else None

@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
-from tfdist import ops, runtime
+from tfdist import _arguments, ops, runtime
 from tfdist.compression import Compression, Compressor
 
 
@@ -55,6 +55,9 @@ def validate_reduction(op: ops.ReduceOp, gradient_predivide_factor: float,
     when they are made, so that a bad setting fails there rather than at the
     first step.
     """
+    _arguments.reduce_op(op, "op")
+    _arguments.number(gradient_predivide_factor, "gradient_predivide_factor", positive=True)
+    _arguments.optional_integer(num_groups, "num_groups", minimum=0)
     if gradient_predivide_factor != 1.0 and op != ops.Average:
         raise ValueError("gradient_predivide_factor only applies with op=Average")
     if num_groups is not None and num_groups < 0:
@@ -185,6 +188,14 @@ class DistributedGradientTape:
                  compression: Compressor = Compression.none, sparse_as_dense: bool = False,
                  gradient_predivide_factor: float = 1.0, num_groups: Optional[int] = None,
                  name: str = "tfdist.tape") -> None:
+        if not isinstance(tape, tf.GradientTape):
+            raise TypeError("tape must be a tf.GradientTape (used as `with tf.GradientTape() "
+                            f"as tape:`), got {type(tape).__name__}")
+        op = _arguments.reduce_op(op, "op")
+        compression = _arguments.compressor(compression)
+        _arguments.boolean(sparse_as_dense, "sparse_as_dense")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string, got {name!r}")
         validate_reduction(op, gradient_predivide_factor, num_groups)
         self._tape = tape
         self._op = op

@@ -12,9 +12,10 @@ import enum
 import functools
 from typing import Any, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
-from tfdist import _eager, _library
+from tfdist import _arguments, _eager, _library, runtime
 
 
 class ReduceOp(enum.IntEnum):
@@ -102,6 +103,22 @@ def _algorithm_attr(algorithm: Optional[str]) -> int:
     return algorithms.index(algorithm)
 
 
+def _checked(op: Any, name: Any, prescale_factor: Any = 1.0,
+             postscale_factor: Any = 1.0) -> ReduceOp:
+    """The common arguments of a reduction, checked (see tfdist._arguments); returns the op.
+
+    Each test is one type check for the usual values: eager calls are short.
+    """
+    if type(op) is not ReduceOp:
+        op = _arguments.reduce_op(op)
+    if name is not None and type(name) is not str:
+        _arguments.name(name)
+    if type(prescale_factor) is not float or type(postscale_factor) is not float:
+        _arguments.number(prescale_factor, "prescale_factor")
+        _arguments.number(postscale_factor, "postscale_factor")
+    return op
+
+
 def check_compression(compression: Any, op: ReduceOp,
                       algorithm: Optional[str] = None) -> None:
     """Raises a TypeError/ValueError naming ``compression`` when it cannot apply."""
@@ -131,10 +148,14 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     "hierarchical" (two levels, for ranks on several hosts) or "mpi"
     (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
     cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
-    Sum or Average only) changes what crosses the wire; ``name`` keys the
-    per-tensor state of compressors that keep some.
+    Sum or Average only; or its name, "fp16") changes what crosses the wire;
+    ``name`` keys the per-tensor state of compressors that keep some.
     """
+    op = _checked(op, name, prescale_factor, postscale_factor)
+    if algorithm is not None and type(algorithm) is not str:
+        _arguments.name(algorithm, "algorithm")
     if compression is not None:
+        compression = _arguments.compressor(compression)
         check_compression(compression, op, algorithm)
         return compression.allreduce([tensor], [name or ""], op=ReduceOp(op),
                                      prescale_factor=prescale_factor,
@@ -180,8 +201,16 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     tensor may have its own dtype and shape. ``compression`` as in
     ``allreduce``; tensor i's per-tensor state is keyed ``"<name>.<i>"``.
     """
+    op = _checked(op, name, prescale_factor, postscale_factor)
+    if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
+            tensors, "__iter__"):
+        raise TypeError("tensors must be a list or tuple of tensors, got "
+                        f"{type(tensors).__name__}; for one tensor use tfdist.allreduce")
+    if algorithm is not None and type(algorithm) is not str:
+        _arguments.name(algorithm, "algorithm")
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if compression is not None:
+        compression = _arguments.compressor(compression)
         check_compression(compression, op, algorithm)
         if not tensors:
             return []
@@ -216,6 +245,7 @@ def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
 
     The first dimension may differ between ranks; the others must agree.
     """
+    _arguments.name(name)
     output = _library.ops().tfdist_allgather(tf.convert_to_tensor(tensor),
                                              name=_node_name(name), **_naming(name))
     _independent(output)
@@ -224,6 +254,8 @@ def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
 
 def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
     """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included)."""
+    _arguments.rank(root_rank, "root_rank", runtime.size())
+    _arguments.name(name)
     output = _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root_rank,
                                              name=_node_name(name), **_naming(name))
     _independent(output)
@@ -237,6 +269,13 @@ def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
     Returns the rows received, concatenated in rank order, and how many came
     from each rank.
     """
+    _arguments.name(name)
+    if splits is not None and not isinstance(splits, (tf.Tensor, np.ndarray)):
+        if not isinstance(splits, (list, tuple)) or not all(
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0
+                for s in splits):
+            raise TypeError("splits must be None or a list of non-negative row counts, one "
+                            f"per rank, got {splits!r}")
     splits_tensor = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
     output, received = _library.ops().tfdist_alltoall(
         tf.convert_to_tensor(tensor), splits_tensor, name=_node_name(name), **_naming(name))
@@ -251,6 +290,7 @@ def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str]
     Rank r gets rows [start_r, start_r + n_r) of the result, where the rows are
     split as evenly as possible and the first (rows % size) ranks get one more.
     """
+    op = _checked(op, name, prescale_factor, postscale_factor)
     tensor = tf.convert_to_tensor(tensor)
     _check_reducible(tensor, "reducescatter")
     output = _library.ops().tfdist_reducescatter(
@@ -262,6 +302,7 @@ def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str]
 
 def barrier(name: Optional[str] = None) -> tf.Tensor:
     """Returns once every rank has reached it; the result is the number of ranks."""
+    _arguments.name(name)
     return _library.ops().tfdist_barrier(name=_node_name(name), **_naming(name))
 
 

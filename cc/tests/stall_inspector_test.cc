@@ -12,13 +12,14 @@ namespace {
 using Inspector = tfdist::StallInspector;
 using Clock = Inspector::Clock;
 
+using Missing = std::map<std::string, std::vector<int>>;
+
 // Runs one inspection and returns what it printed.
 std::string Report(Inspector& inspector, const std::vector<Inspector::Waiting>& waiting,
-                   Clock::time_point now, std::FILE* out, bool* abort) {
+                   Clock::time_point now, std::FILE* out, bool* abort,
+                   const Missing& missing = {{"x", {1, 3}}, {"tfdist.join", {0}}}) {
   std::rewind(out);
-  *abort = inspector.Inspect(waiting, now, [] {
-    return std::map<std::string, std::vector<int>>{{"x", {1, 3}}, {"tfdist.join", {0}}};
-  });
+  *abort = inspector.Inspect(waiting, now, [&missing] { return missing; });
   const long length = std::ftell(out);
   std::string text(static_cast<size_t>(length), '\0');
   std::rewind(out);
@@ -54,6 +55,66 @@ TFDIST_TEST(StallsAreReportedThenAbortButJoinsNeverAbort) {
   CHECK(!abort);
   // Once per check interval.
   CHECK(Report(inspector, joined, start + std::chrono::seconds(61), out, &abort).empty());
+  std::fclose(out);
+}
+
+// A long stall is reported at the check time, then at 2x, 4x, 8x it, not at
+// every look; at most kListedStalls collectives are named per report.
+TFDIST_TEST(StallReportsComeAtDoublingIntervalsAndAreCapped) {
+  std::FILE* out = std::tmpfile();
+  CHECK(out != nullptr);
+  if (out == nullptr) return;
+  const auto start = Clock::now();
+  Inspector inspector(/*check_seconds=*/2, /*shutdown_seconds=*/0, /*rank=*/0, out);
+  std::vector<Inspector::Waiting> stalled = {{"x", start, false}};
+  Missing missing = {{"x", {1}}};
+  for (int i = 0; i < 12; ++i) {
+    stalled.push_back({"y" + std::to_string(i), start, false});
+    missing["y" + std::to_string(i)] = {1};
+  }
+  std::vector<int> reported_at;
+  bool abort = true;
+  std::string first;
+  for (int second = 1; second <= 40; ++second) {
+    const std::string text =
+        Report(inspector, stalled, start + std::chrono::seconds(second), out, &abort, missing);
+    CHECK(!abort);
+    if (text.empty()) continue;
+    reported_at.push_back(second);
+    if (first.empty()) first = text;
+  }
+  CHECK(reported_at == (std::vector<int>{2, 4, 8, 16, 32}));
+  size_t lines = 0;
+  for (char c : first) lines += c == '\n';
+  // Eight named, one "and 5 more", one saying what comes next.
+  CHECK_EQ_MSG(lines, Inspector::kListedStalls + 2, first);
+  CHECK(first.find("and 5 more collectives waiting") != std::string::npos);
+  CHECK(first.find("waits forever (TFDIST_STALL_SHUTDOWN_TIME=0)") != std::string::npos);
+
+  // Once the stall has cleared, the next one is reported from the check time again.
+  const auto later = start + std::chrono::seconds(100);
+  CHECK(Report(inspector, {}, later, out, &abort).empty());
+  const std::vector<Inspector::Waiting> again = {{"z", later, false}};
+  CHECK(!Report(inspector, again, later + std::chrono::seconds(2), out, &abort).empty());
+  std::fclose(out);
+}
+
+// A tensor whose missing ranks are not known yet (announced by cache bit) is
+// reported again at the next look, when they are, not a doubled interval later.
+TFDIST_TEST(AnUnidentifiedStallIsReportedAgainAtTheNextLook) {
+  std::FILE* out = std::tmpfile();
+  CHECK(out != nullptr);
+  if (out == nullptr) return;
+  const auto start = Clock::now();
+  Inspector inspector(2, 0, 0, out);
+  const std::vector<Inspector::Waiting> stalled = {{"unknown", start, false}};
+  bool abort = true;
+  CHECK(Report(inspector, stalled, start + std::chrono::seconds(2), out, &abort)
+            .find("being identified") != std::string::npos);
+  CHECK(!Report(inspector, stalled, start + std::chrono::seconds(3), out, &abort).empty());
+  // Then the doubling schedule: 4, 8, ...
+  CHECK(!Report(inspector, stalled, start + std::chrono::seconds(4), out, &abort).empty());
+  CHECK(Report(inspector, stalled, start + std::chrono::seconds(5), out, &abort).empty());
   std::fclose(out);
 }
 

@@ -139,12 +139,13 @@ def check_errors():
         assert "none" in str(error) and "dense.mismatch" in str(error), error
     else:
         raise AssertionError("ranks disagreeing on compression were not stopped")
+    # A compression may be named; a name that is none is refused, naming the choices.
     try:
-        tfdist.allreduce(x, compression="fp16")
-    except TypeError as error:
-        assert "compression" in str(error), error
+        tfdist.allreduce(x, compression="fp8")
+    except ValueError as error:
+        assert "compression='fp8'" in str(error) and "'fp16'" in str(error), error
     else:
-        raise AssertionError("a string compression was accepted")
+        raise AssertionError("an unknown compression name was accepted")
 
 
 def check_tape():

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfdist import checkpoint, ops, runtime
+from tfdist import _arguments, checkpoint, ops, preemption, runtime
 from tfdist.config import LaunchInfo
 from tfdist.functions import broadcast_variables
 
@@ -68,7 +68,7 @@ class BroadcastGlobalVariablesCallback(TfdistCallback):
 
     def __init__(self, root_rank: int = 0) -> None:
         super().__init__()
-        self.root_rank = root_rank
+        self.root_rank = _arguments.integer(root_rank, "root_rank", minimum=0)
         self.broadcast_done = False
 
     def _broadcast(self) -> None:
@@ -143,6 +143,15 @@ class LearningRateScheduleCallback(TfdistCallback):
                  staircase: bool = True, momentum_correction: bool = True,
                  steps_per_epoch: Optional[int] = None, verbose: int = 0) -> None:
         super().__init__()
+        _arguments.number(initial_lr, "initial_lr", positive=True)
+        if not callable(multiplier):
+            _arguments.number(multiplier, "multiplier (a number or a function of the epoch)")
+        _arguments.integer(start_epoch, "start_epoch", minimum=0)
+        _arguments.optional_integer(end_epoch, "end_epoch", minimum=start_epoch + 1)
+        _arguments.boolean(staircase, "staircase")
+        _arguments.boolean(momentum_correction, "momentum_correction")
+        _arguments.optional_integer(steps_per_epoch, "steps_per_epoch", minimum=1)
+        _arguments.integer(verbose, "verbose", minimum=0)
         self.initial_lr = float(initial_lr)
         self.multiplier = multiplier if callable(multiplier) else (lambda epoch: multiplier)
         self.start_epoch = start_epoch
@@ -198,6 +207,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     def __init__(self, initial_lr: float, warmup_epochs: int = 5,
                  momentum_correction: bool = True, steps_per_epoch: Optional[int] = None,
                  verbose: int = 0) -> None:
+        _arguments.integer(warmup_epochs, "warmup_epochs", minimum=1)
         size = runtime.size()
 
         def warmup(epoch: float) -> float:
@@ -245,6 +255,9 @@ class BackupAndRestore(TfdistCallback):
     def __init__(self, directory: str, save_freq: Union[str, int] = "epoch", keep: int = 3,
                  preemption_check_every: int = 10) -> None:
         super().__init__()
+        _arguments.path(directory, "directory")
+        _arguments.integer(keep, "keep", minimum=1)
+        _arguments.integer(preemption_check_every, "preemption_check_every", minimum=1)
         if save_freq != "epoch" and (isinstance(save_freq, bool) or
                                      not isinstance(save_freq, int) or save_freq < 1):
             raise ValueError(f'save_freq must be "epoch" or a positive number of batches, '
@@ -278,10 +291,14 @@ class BackupAndRestore(TfdistCallback):
         ``make_epoch`` gets the epoch as an int64 scalar tensor and must return
         the same batches for the same epoch in every run (seed any shuffle
         with it) and at least ``steps_per_epoch`` of them; only the first
-        ``steps_per_epoch`` are used. Pass the same ``steps_per_epoch`` to fit.
+        ``steps_per_epoch`` are used. Pass the same ``steps_per_epoch`` to fit,
+        and ``shuffle=False`` (the order is ``make_epoch``'s; with Keras'
+        default, fit warns that it ignores ``shuffle=True``).
         """
-        if steps_per_epoch < 1:
-            raise ValueError("steps_per_epoch must be at least 1")
+        if not callable(make_epoch):
+            raise TypeError("make_epoch must be a function of the epoch that returns a "
+                            f"tf.data.Dataset, got {type(make_epoch).__name__}")
+        _arguments.integer(steps_per_epoch, "steps_per_epoch", minimum=1)
         self._steps_per_epoch = int(steps_per_epoch)
         steps = tf.constant(self._steps_per_epoch, tf.int64)
         start = self._data_start
@@ -303,6 +320,8 @@ class BackupAndRestore(TfdistCallback):
         # tfdistrun exports TFDIST_PREEMPT_FILE to every rank, so every rank
         # takes the same branch and the agreement collective always matches.
         self._check_preemption = bool(LaunchInfo.from_environment().preempt_file)
+        if self._check_preemption:
+            preemption.watch()  # from now on, SIGTERM to tfdistrun means "save and stop"
         restored = checkpoint.restore(self.directory, model=self.model)
         extra = restored.extra if restored else {}
         self._global_batch = int(extra.get("global_batch", 0))

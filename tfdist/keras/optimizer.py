@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Type
 import keras
 import tensorflow as tf
 
-from tfdist import ops
+from tfdist import _arguments, ops
 from tfdist.compression import Compression, Compressor
 from tfdist.gradient_tape import allreduce_gradients, validate_reduction
 
@@ -50,10 +50,10 @@ class DistributedSettings:
     num_groups: Optional[int] = None
 
     def __post_init__(self) -> None:
-        if self.backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be >= 1")
-        if self.op not in (ops.Average, ops.Sum):
-            raise ValueError(f"gradients can be averaged or summed, not reduced with {self.op!r}")
+        _arguments.integer(self.backward_passes_per_step, "backward_passes_per_step", minimum=1)
+        _arguments.reduce_op(self.op, "op", allowed=(ops.Average, ops.Sum))
+        _arguments.boolean(self.average_aggregated_gradients, "average_aggregated_gradients")
+        _arguments.boolean(self.sparse_as_dense, "sparse_as_dense")
         validate_reduction(self.op, self.gradient_predivide_factor, self.num_groups)
 
     @classmethod
@@ -261,7 +261,9 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
     Args:
       optimizer: any Keras 3 optimizer.
       name: the optimizer's name (default: keep it).
-      compression: ``Compression.none`` or ``Compression.fp16`` for the allreduce.
+      compression: a ``tfdist.Compression`` compressor (``none``, ``fp16``, ``bf16``,
+        ``topk(ratio)``, ``powersgd(rank)``) or its name ("none", "fp16", "bf16",
+        "powersgd").
       op: ``Average`` (default) or ``Sum``.
       backward_passes_per_step: apply (and communicate) once every N calls,
         with the local sum of the N gradients.
@@ -277,9 +279,12 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
     if isinstance(optimizer, DistributedOptimizerMixin):
         raise ValueError("the optimizer is already a DistributedOptimizer")
     if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(f"expected a Keras 3 optimizer, got {type(optimizer).__name__}")
+        raise TypeError("optimizer must be a Keras 3 optimizer (e.g. "
+                        f"keras.optimizers.Adam(1e-3)), got {type(optimizer).__name__}")
+    _arguments.name(name)
     settings = DistributedSettings(
-        compression=compression, op=ops.ReduceOp(op),
+        compression=_arguments.compressor(compression),
+        op=_arguments.reduce_op(op, "op", allowed=(ops.Average, ops.Sum)),
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,
         sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor,

@@ -22,8 +22,11 @@ struct RuntimeConfig {
   // Response cache capacity (tensors); 0 turns the cache off.
   size_t cache_capacity = 1024;
   double stall_check_seconds = 60.0;
-  // 0 means never: the job keeps waiting after reporting the stall.
-  double stall_shutdown_seconds = 0.0;
+  // 0 means never: the job keeps waiting after reporting the stall. Ten
+  // minutes by default: far past any legitimate wait of one rank for another
+  // (a rank-0 evaluation, a checkpoint), and a job that can never finish
+  // ends with a message instead of holding its machines for good.
+  double stall_shutdown_seconds = 600.0;
   // Link cost for the "auto" choice; negative means "measure or read the cache".
   double latency_seconds = -1.0;
   double seconds_per_byte = -1.0;

@@ -1,9 +1,12 @@
 // The stall inspector (docs/runtime.md): reports this rank's collectives that
 // have waited TFDIST_STALL_CHECK_TIME for the other ranks, naming the ranks
 // that have not submitted them, and says when TFDIST_STALL_SHUTDOWN_TIME has
-// passed and the job must abort. A join waits, by design, as long as the
-// other ranks still train: it is reported once per check interval and never
-// counts toward the shutdown time.
+// passed and the job must abort. A stall is reported when its oldest
+// collective has waited the check time, then at 2x, 4x, ... that time, so
+// that a long stall prints a handful of reports rather than one a second;
+// each report lists at most kListedStalls collectives. A join waits, by
+// design, as long as the other ranks still train: it is reported once per
+// check interval and never counts toward the shutdown time.
 #ifndef TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
 #define TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
 
@@ -36,6 +39,9 @@ class StallInspector {
 
   // Whether to look now: at most once a second, since this runs every round.
   bool LookDue(Clock::time_point now);
+  // Collectives named in one report; the rest are counted.
+  static constexpr size_t kListedStalls = 8;
+
   // Reports what has waited too long; returns true when the job must abort.
   bool Inspect(const std::vector<Waiting>& waiting, Clock::time_point now,
                const MissingRanks& missing_ranks);
@@ -47,6 +53,12 @@ class StallInspector {
   std::FILE* out_;
   Clock::time_point last_look_;
   Clock::time_point last_join_report_;
+  // The oldest wait, in seconds, at which the next stall report is due;
+  // doubles after each report and starts again at the check time once
+  // nothing has waited that long.
+  double next_report_seconds_;
+  // A report could not yet name the missing ranks and the next look repeats it.
+  bool identify_retried_ = false;
 };
 
 }  // namespace tfdist
