@@ -139,14 +139,14 @@ class BackgroundWriter:
 
         def run() -> None:
             try:
-                self.last_path = write_file(directory, contents)
+                written = self.last_path = write_file(directory, contents)
             except BaseException as error:  # noqa: BLE001  (reported by wait())
                 self._error = error
                 return
             finally:
                 durable.set()
             try:
-                prune(directory, keep, self.last_path)
+                prune(directory, keep, written)
             except BaseException as error:  # noqa: BLE001  (reported by the next wait())
                 self._error = error
 
