@@ -1,6 +1,6 @@
 """tests/test_checkpoint_files.py: a writer that the test kills with SIGKILL at a random moment.
 
-    checkpoint_writer_child.py DIRECTORY blocking|background
+    checkpoint_writer_child.py DIRECTORY blocking|background [KEEP]
     checkpoint_writer_child.py DIRECTORY damage SEED TRIALS
 
 Saves step 1, 2, 3, ... of made-up state (see ``expected_contents``) with
@@ -111,7 +111,7 @@ def damage(directory: str, seed: int, trials: int) -> int:
     return 1 if wrong else 0
 
 
-def main(directory: str, mode: str) -> None:
+def main(directory: str, mode: str, keep: int = 2) -> None:
     file_format, writer = import_checkpoint_modules()
     print("ready", flush=True)
     step = 0
@@ -119,10 +119,10 @@ def main(directory: str, mode: str) -> None:
         step += 1
         contents = expected_contents(file_format, step)
         if mode == "blocking":
-            writer.write_durably(directory, contents, keep=2)
+            writer.write_durably(directory, contents, keep=keep)
             print(f"durable {step}", flush=True)
         else:
-            writer.PENDING.start(directory, contents, keep=2)  # waits for step - 1
+            writer.PENDING.start(directory, contents, keep=keep)  # waits for step - 1
             if step > 1:
                 print(f"durable {step - 1}", flush=True)
             np.random.RandomState(step).standard_normal(200_000).sum()  # "training"
@@ -131,4 +131,4 @@ def main(directory: str, mode: str) -> None:
 if __name__ == "__main__":
     if sys.argv[2] == "damage":
         sys.exit(damage(sys.argv[1], int(sys.argv[3]), int(sys.argv[4])))
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], *[int(a) for a in sys.argv[3:4]])

@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tfdist import ops, runtime
-from tfdist.checkpoint import file_format, loader, messages, writer
+from tfdist.checkpoint import file_format, loader, messages, model_build, writer
 from tfdist.checkpoint.errors import CheckpointError
 from tfdist.checkpoint.snapshot import SnapshotBuffers
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
@@ -54,10 +54,16 @@ class Restored:
 
 
 def _targets(model: Any, optimizer: Any, variables: Iterable[Any]) -> Dict[str, List[Any]]:
-    """The variables of each group, in a fixed order; builds the optimizer if needed."""
+    """The variables of each group, in a fixed order; builds the optimizer if needed.
+
+    Not while the model is unbuilt: an optimizer built for a model's (empty)
+    variables refuses the variables the model gets later, and ``fit`` fails
+    with "Unknown variable". Keras builds both in the first step.
+    """
     if optimizer is None and model is not None:
         optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and not getattr(optimizer, "built", True):
+    model_unbuilt = model is not None and not getattr(model, "built", True)
+    if optimizer is not None and not getattr(optimizer, "built", True) and not model_unbuilt:
         if model is None:
             raise CheckpointError("the optimizer is not built yet and no model was given to "
                                   "build it for: pass model= or call optimizer.build(...)")
@@ -153,7 +159,8 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
             groups={g: _SNAPSHOT.copy(g, vs) for g, vs in targets.items()},
             paths={g: [loader.variable_path(v) for v in vs] for g, vs in targets.items()},
             world_size=runtime.size(),
-            rank_states=[file_format.deserialize_arrays(s) for s in states])
+            rank_states=[file_format.deserialize_arrays(s) for s in states],
+            model_build=model_build.config(model))
         if blocking:
             try:
                 writer.write_durably(directory, contents, keep)
@@ -180,19 +187,35 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     """Collective: loads the newest checkpoint in ``directory`` that verifies into every rank.
 
     Returns None when the directory holds no checkpoint, else a Restored with
-    ``.step``, ``.extra`` and ``.path``. Builds the optimizer if it is not
-    built. Damaged files are skipped with a warning naming them; if none
-    verifies, raises CheckpointError listing each file and why. A checkpoint
-    that does not fit (a missing variable, another shape or dtype) raises
-    CheckpointError naming the variable and both shapes, and changes nothing.
+    ``.step``, ``.extra`` and ``.path``. A Keras model that is not built yet
+    (a Sequential without an Input) is built first from the input shape the
+    checkpoint records; then the optimizer, if it is not built. With no
+    checkpoint an unbuilt model and its optimizer stay unbuilt (Keras builds
+    them in the first step). Each array goes to the variable of its saved
+    path where the paths are unique, else by position
+    (tfdist.checkpoint.matching); paths that disagree raise CheckpointError
+    naming both. Damaged files are skipped with a warning naming them, and
+    renamed ``<name>.damaged`` once an older file has been restored; if
+    none verifies, raises CheckpointError listing each file and why (and
+    renames nothing). A checkpoint that does not fit (a missing variable,
+    another shape or dtype) raises CheckpointError naming the variable and
+    both shapes, and changes nothing.
     Per-rank state comes back to each rank when the job has as many ranks as
     the one that saved; otherwise it is reset (``restore_rank_state({})``)
     with a warning.
     """
-    targets = _targets(model, optimizer, variables)
+    _targets(model, optimizer, variables)  # builds the optimizer of a built model, as before
+
+    def targets_for(header: Mapping[str, Any]) -> Tuple[Dict[str, List[Any]], str]:
+        problem = ""
+        recorded = header.get("model_build")
+        if model is not None and not getattr(model, "built", True) and recorded:
+            problem = model_build.build(model, recorded)
+        return _targets(model, optimizer, variables), problem
+
     # The newest file must be complete before choosing one.
     pending_failure = _pending_failure() if runtime.rank() == 0 else ""
-    header = loader.load_newest(str(directory), targets, _SNAPSHOT, pending_failure)
+    header = loader.load_newest(str(directory), targets_for, _SNAPSHOT, pending_failure)
     if header is None:
         return None
     return Restored(step=int(header["step"]), extra=header["extra"], path=header["path"])

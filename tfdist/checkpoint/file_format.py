@@ -4,12 +4,15 @@ Layout (readable with plain h5py, see docs/fault_tolerance.md)::
 
     /                       attrs: format, format_version, manifest (JSON), digest
     /model/00000 ...        one dataset per model variable, in model.variables order
+                        (restore matches them by path, see matching.py)
     /optimizer/00000 ...    the optimizer's variables (iterations, moments, ...)
     /variables/00000 ...    the ``variables=`` of save()
     /rank_state/00001/00000 rank 1's own arrays (named in the manifest)
 
-The manifest holds the step, ``extra``, and for every dataset its variable
-path, shape, dtype and the CRC-32 of its bytes. Checks: a CRC-32 per
+The manifest holds the step, ``extra``, for every dataset its variable
+path, shape, dtype and the CRC-32 of its bytes, and (optional, since it
+was added without a new format version) ``model_build``: the model's input
+shape, from which restore builds a model that is not built yet. Checks: a CRC-32 per
 dataset, verified after every read, and a SHA-256 digest of the manifest,
 which covers the CRC-32s and everything else. A dataset whose size or dtype
 differs from the manifest fails verification too. Nothing is pickled; a
@@ -185,6 +188,9 @@ class Contents:
     paths: Dict[str, List[str]]
     world_size: int
     rank_states: List[Dict[str, np.ndarray]]
+    # How to build the saved model before it can take the values (tfdist.checkpoint.model_build);
+    # None when the file does not say (no Keras model, or an older file).
+    model_build: Optional[Dict[str, Any]] = None
 
 
 def write(path: str, contents: Contents) -> None:
@@ -192,6 +198,8 @@ def write(path: str, contents: Contents) -> None:
     manifest: Dict[str, Any] = {
         "step": int(contents.step), "extra": contents.extra,
         "world_size": int(contents.world_size), "groups": {}, "rank_state": []}
+    if contents.model_build is not None:
+        manifest["model_build"] = contents.model_build
     pending: PendingData = []
     # Large datasets start at page-aligned offsets, as direct writes need.
     with h5py.File(path, "w", alignment_threshold=direct_io.DIRECT_MIN_BYTES,
@@ -336,6 +344,7 @@ class CheckpointReader:
         self.step = int(manifest["step"])
         self.extra: Dict[str, Any] = manifest["extra"]
         self.world_size = int(manifest["world_size"])
+        self.model_build: Optional[Dict[str, Any]] = manifest.get("model_build")
         self.entries: Dict[str, List[Dict[str, Any]]] = {}
         self._groups: Dict[str, List[_Stored]] = {}
         for group_name in GROUPS:
@@ -397,7 +406,8 @@ class CheckpointReader:
                        for state in self._rank_states]
         return Contents(step=self.step, extra=self.extra, groups=groups,
                         paths={g: [e["path"] for e in self.entries[g]] for g in GROUPS},
-                        world_size=self.world_size, rank_states=rank_states)
+                        world_size=self.world_size, rank_states=rank_states,
+                        model_build=self.model_build)
 
     def _read(self, stored: _Stored, into: Optional[np.ndarray] = None) -> np.ndarray:
         data = into if into is not None else direct_io.aligned_empty((stored.size,),

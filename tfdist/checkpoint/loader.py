@@ -7,8 +7,13 @@ messages (tfdist.checkpoint.messages):
    the manifest against its digest, each dataset's dtype and size against
    the manifest; a file that fails is skipped. Every rank receives the
    header: the step, ``extra`` and each array's path, shape and dtype.
-2. Every rank checks that the checkpoint fits its variables (how many,
-   shapes, dtypes), and all agree (one allreduce of a flag). If it does not
+2. Every rank builds its model from the header if it is not built
+   (tfdist.checkpoint.model_build), pairs each saved array with a variable
+   (by path where the paths are unique, else by position:
+   tfdist.checkpoint.matching), checks that the checkpoint fits (how many,
+   shapes, dtypes, names that agree), and all agree (one allreduce of a
+   flag). From here on every rank lists its variables in the file's
+   order. If it does not
    fit somewhere, rank 0 still reads and verifies the whole file: if it
    verifies, every rank raises CheckpointError naming the variable and both
    shapes, and nothing is modified; if it is damaged, the next file is
@@ -23,6 +28,8 @@ messages (tfdist.checkpoint.messages):
 5. Verified: every rank assigns the staged values (each variable takes
    over its staged tensor's buffer, no copy) and receives its own state.
    Damaged: the staged values are dropped, and the next file is tried.
+6. Once a file has been restored, rank 0 renames the newer files it
+   skipped as damaged to ``<name>.damaged``.
 
 The price of step 3 against reading everything first: a damaged file is
 found only after it has been sent (it is then sent for nothing), and
@@ -33,12 +40,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
 from tfdist import runtime
-from tfdist.checkpoint import file_format, messages, transfer
+from tfdist.checkpoint import file_format, matching, messages, transfer, writer
 from tfdist.checkpoint.errors import CheckpointError
 from tfdist.checkpoint.snapshot import SnapshotBuffers
 
@@ -56,24 +63,40 @@ def dtype_name(variable: Any) -> str:
     return tf.as_dtype(variable.dtype).name
 
 
-def load_newest(directory: str, targets: Mapping[str, List[Any]], snapshot: SnapshotBuffers,
+# Each rank's variables by group, for a checkpoint's header, and why they cannot take it
+# ("" if they can): restore builds an unbuilt model from the header first.
+TargetsFor = Callable[[Mapping[str, Any]], Tuple[Mapping[str, List[Any]], str]]
+
+
+def load_newest(directory: str, targets_for: TargetsFor, snapshot: SnapshotBuffers,
                 pending_failure: str) -> Optional[Dict[str, Any]]:
-    """Collective: restores the newest checkpoint in ``directory`` that verifies into
-    ``targets`` (variables by group); its header (path, step, extra, ...), or None if the
-    directory holds none.
+    """Collective: restores the newest checkpoint in ``directory`` that verifies into the
+    variables ``targets_for(header)`` gives; its header (path, step, extra, ...), or None if
+    the directory holds none.
 
     ``snapshot``: rank 0's buffers, read into and kept for the next save.
     ``pending_failure``: rank 0's failed background write, if any, which
-    every rank then raises. Damaged files are skipped with a warning each.
+    every rank then raises. Damaged files are skipped with a warning each;
+    once an older file has been restored, rank 0 renames them aside
+    (``<name>.damaged``), so that later saves of lower steps sort after no
+    damaged file and a later restore does not try them again.
     """
     candidates = _Candidates(directory, pending_failure) if runtime.rank() == 0 else None
+    header = None
     try:
-        return _load(candidates, targets, snapshot)
+        header = _load(candidates, targets_for, snapshot)
+        return header
     finally:
-        for failure in candidates.failures if candidates is not None else ():
+        for path, why in candidates.failures if candidates is not None else ():
+            fate = "left in place"
+            if header is not None:
+                try:
+                    fate = f"renamed to {writer.set_aside(path)}"
+                except OSError as error:
+                    fate = f"left in place (renaming it failed: {error})"
             # The caller of tfdist.checkpoint.restore is two frames up.
-            warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {failure}",
-                          stacklevel=3)
+            warnings.warn(f"tfdist.checkpoint: skipping a damaged checkpoint: {path}: {why}; "
+                          f"{fate}", stacklevel=3)
 
 
 class _Candidates:
@@ -82,7 +105,7 @@ class _Candidates:
     def __init__(self, directory: str, pending_failure: str) -> None:
         self.directory = directory
         self.pending_failure = pending_failure
-        self.failures: List[str] = []  # "path: why", for every file skipped
+        self.failures: List[Tuple[str, str]] = []  # (path, why), for every file skipped
         self._paths = [path for _, path in file_format.checkpoint_files(directory)]
 
     def next(self) -> Tuple[Optional[file_format.CheckpointReader], Dict[str, Any]]:
@@ -94,20 +117,21 @@ class _Candidates:
             try:
                 reader = file_format.CheckpointReader(path)
             except file_format.CorruptCheckpoint as error:
-                self.failures.append(f"{path}: {error}")
+                self.failures.append((path, str(error)))
                 continue
             return reader, {"path": path, "step": reader.step, "extra": reader.extra,
                             "world_size": reader.world_size, "groups": reader.entries,
+                            "model_build": reader.model_build,
                             "rank_state_arrays": reader.rank_state_arrays()}
         if self.failures:
             return None, {"error": f"no checkpoint in {self.directory} verifies:\n  " +
-                          "\n  ".join(self.failures)}
+                          "\n  ".join(f"{p}: {why}" for p, why in self.failures) +
+                          "\nThey are left in place; move them away to start from scratch."}
         return None, {"none": True}
 
 
-def _load(candidates: Optional[_Candidates], targets: Mapping[str, List[Any]],
+def _load(candidates: Optional[_Candidates], targets_for: TargetsFor,
           snapshot: SnapshotBuffers) -> Optional[Dict[str, Any]]:
-    variables = [v for group in file_format.GROUPS for v in targets[group]]
     while True:
         reader, header = candidates.next() if candidates is not None else (None, None)
         try:
@@ -116,7 +140,7 @@ def _load(candidates: Optional[_Candidates], targets: Mapping[str, List[Any]],
                 raise CheckpointError(header["error"])
             if header.get("none"):
                 return None
-            verdict = _load_file(header, targets, variables, reader, snapshot)
+            verdict = _load_file(header, targets_for, reader, snapshot)
         finally:
             if reader is not None:
                 reader.close()
@@ -125,14 +149,16 @@ def _load(candidates: Optional[_Candidates], targets: Mapping[str, List[Any]],
         if not verdict:
             return header
         if candidates is not None:
-            candidates.failures.append(f"{header['path']}: {verdict['damaged']}")
+            candidates.failures.append((header["path"], verdict["damaged"]))
 
 
-def _load_file(header: Mapping[str, Any], targets: Mapping[str, List[Any]],
-               variables: List[Any], reader: Optional[file_format.CheckpointReader],
+def _load_file(header: Mapping[str, Any], targets_for: TargetsFor,
+               reader: Optional[file_format.CheckpointReader],
                snapshot: SnapshotBuffers) -> Verdict:
     """Steps 2 to 5 for one file (``reader`` on rank 0, None elsewhere); the verdict."""
-    mismatch = _mismatch(header, targets)
+    targets, problem = targets_for(header)
+    ordered, mismatch = _in_file_order(header, targets)
+    mismatch = problem or mismatch
     if messages.on_any_rank(bool(mismatch), "tfdist.checkpoint.restore.mismatch"):
         # Only a file that verifies may be refused for not fitting.
         verdict = _broadcast_verdict(_read(reader, snapshot)[1] if reader else None)
@@ -140,6 +166,8 @@ def _load_file(header: Mapping[str, Any], targets: Mapping[str, List[Any]],
             return verdict
         raise CheckpointError(mismatch or f"checkpoint {header['path']} does not fit the "
                                           f"variables of another rank; nothing was restored")
+    # From here on the variables are in the file's order, array for array.
+    variables = [v for group in file_format.GROUPS for v in ordered[group]]
     staged, contents, verdict = _transfer(variables, reader, snapshot)
     verdict = _broadcast_verdict(verdict)
     if verdict:
@@ -154,31 +182,46 @@ def _load_file(header: Mapping[str, Any], targets: Mapping[str, List[Any]],
     return {}
 
 
-def _mismatch(header: Mapping[str, Any], targets: Mapping[str, List[Any]]) -> str:
-    """Why the checkpoint does not fit ``targets``, naming the variable and both shapes;
-    "" if it fits."""
+def _in_file_order(header: Mapping[str, Any], targets: Mapping[str, List[Any]]
+                   ) -> Tuple[Dict[str, List[Any]], str]:
+    """Each group's variables in the order of the file's arrays (tfdist.checkpoint.matching),
+    and why the checkpoint does not fit them, naming the variable and both shapes ("" if
+    it fits)."""
     path = header["path"]
-    for group, entries in header["groups"].items():
+    ordered: Dict[str, List[Any]] = {}
+    for group in file_format.GROUPS:
+        entries = header["groups"].get(group, [])
         current = targets[group]
         if len(entries) != len(current):
-            saved_paths = {e["path"] for e in entries}
+            saved_paths = {e.get("path") for e in entries}
             current_paths = {variable_path(v) for v in current}
             missing = sorted(current_paths - saved_paths)
-            extra = sorted(saved_paths - current_paths)
-            hint = " (is the model built?)" if not current else ""
-            return (f"checkpoint {path} holds {len(entries)} {group} variables, the {group} "
-                    f"being restored has {len(current)}{hint}; missing from the checkpoint: "
-                    f"{missing or 'none by name'}; only in the checkpoint: "
-                    f"{extra or 'none by name'}")
-        for index, (entry, variable) in enumerate(zip(entries, current)):
+            extra = sorted(p or "(unnamed)" for p in saved_paths - current_paths)
+            hint = ""
+            if not current and group == "model":
+                hint = (" (the model is not built: build it before restoring, e.g. with "
+                        "model.build(input_shape); this checkpoint does not record the "
+                        "input shape to build it from)")
+            return {}, (f"checkpoint {path} holds {len(entries)} {group} variables, the "
+                        f"{group} being restored has {len(current)}{hint}; missing from the "
+                        f"checkpoint: {missing or 'none by name'}; only in the checkpoint: "
+                        f"{extra or 'none by name'}")
+        order, disagreement = matching.match([e.get("path") for e in entries],
+                                             [variable_path(v) for v in current])
+        if disagreement:
+            return {}, (f"checkpoint {path} does not match the {group} variables: "
+                        f"{disagreement}; nothing was restored")
+        ordered[group] = [current[i] for i in order]
+        for index, (entry, variable) in enumerate(zip(entries, ordered[group])):
             shape = tuple(int(d) for d in variable.shape)
             dtype = dtype_name(variable)
             if tuple(entry["shape"]) != shape or entry["dtype"] != dtype:
-                return (f"checkpoint {path} does not match {group} variable {index} "
-                        f"'{variable_path(variable)}': the checkpoint has shape "
-                        f"{tuple(entry['shape'])} {entry['dtype']} (saved as '{entry['path']}'), "
-                        f"the variable has shape {shape} {dtype}; nothing was restored")
-    return ""
+                return {}, (f"checkpoint {path} does not match {group} variable "
+                            f"'{variable_path(variable)}': the checkpoint has shape "
+                            f"{tuple(entry['shape'])} {entry['dtype']} (saved as "
+                            f"'{entry.get('path')}', position {index}), the variable has shape "
+                            f"{shape} {dtype}; nothing was restored")
+    return ordered, ""
 
 
 def _read(reader: file_format.CheckpointReader, snapshot: SnapshotBuffers,

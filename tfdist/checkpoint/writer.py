@@ -15,9 +15,14 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import warnings
 from typing import Optional
 
 from tfdist.checkpoint import file_format
+
+
+# What a damaged checkpoint is renamed to once a restore has fallen back past it.
+DAMAGED_SUFFIX = ".damaged"
 
 
 class WriteFailed(Exception):
@@ -35,7 +40,7 @@ def _fsync_directory(directory: str) -> None:
 def write_durably(directory: str, contents: file_format.Contents, keep: int) -> str:
     """Writes ``contents`` as the checkpoint of its step, durably; then prunes to ``keep`` files."""
     final = write_file(directory, contents)
-    prune(directory, keep)
+    prune(directory, keep, final)
     return final
 
 
@@ -63,14 +68,27 @@ def write_file(directory: str, contents: file_format.Contents) -> str:
     return final
 
 
-def prune(directory: str, keep: int) -> None:
-    """Deletes all but the newest ``keep`` checkpoints, and temporary files of dead writes.
+def prune(directory: str, keep: int, written: str) -> None:
+    """Deletes older checkpoints than ``written`` (the file just made durable) beyond the
+    newest ``keep`` (``written`` included), and temporary files of dead writes.
+
+    ``written`` itself is never deleted, nor is any file of a later step:
+    such a file was not written after it by this job's saves (a restore
+    that fell back past a damaged file renames that file aside, see
+    loader.py), so it is a damaged file no restore has seen yet or one left
+    by another run. Ranking by step alone deleted each new save of a lower
+    step right after it became durable, leaving nothing that restores. A
+    warning names the later files, since a restore tries them first.
 
     Called only after a new checkpoint is durable, by the one writer of the
     directory while none of its own writes is in flight, so every temporary
     file left is garbage from a writer that died.
     """
-    for _, path in file_format.checkpoint_files(directory)[keep:]:
+    files = file_format.checkpoint_files(directory)
+    written_step = int(file_format.FILE_NAME.match(os.path.basename(written)).group(1))
+    later = [path for step, path in files if step > written_step]
+    earlier = [path for step, path in files if step < written_step]
+    for path in earlier[keep - 1:]:
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -80,6 +98,22 @@ def prune(directory: str, keep: int) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    if later:
+        # The same text while the same files are there: Python shows it once.
+        warnings.warn(f"tfdist.checkpoint: {directory} holds checkpoints of later steps than "
+                      f"the newest save: {', '.join(os.path.basename(p) for p in later)}. "
+                      "Pruning keeps them; a restore tries them first (those that do not "
+                      "verify it renames aside as *.damaged once an older file restores). "
+                      "Move them away if they belong to another run.", stacklevel=2)
+
+
+def set_aside(path: str) -> str:
+    """Renames the damaged checkpoint ``path`` to ``<path>.damaged`` (kept for inspection,
+    never listed, restored or pruned again); returns the new path."""
+    target = path + DAMAGED_SUFFIX
+    os.replace(path, target)
+    _fsync_directory(os.path.dirname(path) or ".")
+    return target
 
 
 class BackgroundWriter:
@@ -105,14 +139,14 @@ class BackgroundWriter:
 
         def run() -> None:
             try:
-                self.last_path = write_file(directory, contents)
+                written = self.last_path = write_file(directory, contents)
             except BaseException as error:  # noqa: BLE001  (reported by wait())
                 self._error = error
                 return
             finally:
                 durable.set()
             try:
-                prune(directory, keep)
+                prune(directory, keep, written)
             except BaseException as error:  # noqa: BLE001  (reported by the next wait())
                 self._error = error
 

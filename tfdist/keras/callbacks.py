@@ -238,7 +238,10 @@ class BackupAndRestore(TfdistCallback):
     every ``save_freq`` batches, or at each epoch's end with
     ``save_freq="epoch"``, keeping the newest ``keep``; at the end of ``fit``
     it saves the final state and waits until it is durable. Saves hold training only while rank 0 copies
-    the variables to host memory.
+    the variables to host memory. A model that Keras builds in its first
+    step (a Sequential without an Input) works too: from a fresh folder it
+    is left to Keras; on resume it is built from the input shape the
+    checkpoint records before the values are restored.
 
     Exact mid-epoch resume needs the input to come from ``dataset()``: it
     builds the stream of batches from ``make_epoch(epoch)`` (a function of
