@@ -176,6 +176,12 @@ def _state_api() -> ctypes.CDLL:
             ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
             ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
         lib.tfdist_state_write.restype = ctypes.c_int
+        lib.tfdist_state_replace.argtypes = [
+            ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int64),
+            ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p,
+            ctypes.c_int]
+        lib.tfdist_state_replace.restype = ctypes.c_int
         lib._tfdist_state_declared = True
     return lib
 
@@ -198,14 +204,31 @@ def rank_state() -> Dict[str, np.ndarray]:
     names = [n for n in buffer.raw[:needed].split(b"\0") if n]
     state: Dict[str, np.ndarray] = {}
     for name in names:
-        dtype, dims, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
-        shape = (ctypes.c_int64 * 8)()
-        if lib.tfdist_state_describe(name, dtype, dims, shape, 8, nbytes) != 0:
-            continue  # dropped meanwhile
-        array = np.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
-        if lib.tfdist_state_read(name, array.ctypes.data, nbytes.value) == 0:
+        array = _read_state_array(lib, name)
+        if array is not None:
             state[name.decode()] = array
     return state
+
+
+def _read_state_array(lib: ctypes.CDLL, name: bytes) -> Optional[np.ndarray]:
+    """State array ``name``, or None when it was dropped (or resized) meanwhile."""
+    dtype, dims, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_int64()
+    capacity = 8
+    while True:
+        shape = (ctypes.c_int64 * capacity)()
+        code = lib.tfdist_state_describe(name, dtype, dims, shape, capacity, nbytes)
+        if code != 2:  # 2: more dimensions than `capacity`; ask again with room
+            break
+        capacity = dims.value
+    if code != 0:
+        return None
+    array = np.empty(tuple(shape[:dims.value]), dtype=_STATE_DTYPES[dtype.value])
+    # The library copies exactly the array's bytes, and refuses if its size changed.
+    if array.nbytes != nbytes.value:
+        return None
+    if lib.tfdist_state_read(name, array.ctypes.data, array.nbytes) != 0:
+        return None
+    return array
 
 
 def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
@@ -213,24 +236,36 @@ def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
 
     Everything not in ``state`` is dropped, so a compressor restored this way
     continues exactly where the saved one stood; an empty dict resets it.
+    All or nothing: every entry is checked (a str name, an array of a
+    supported dtype) before anything changes, and the library swaps the whole
+    state at once, so a TypeError or ValueError naming the bad entry leaves
+    the state as it was.
     """
     lib = _state_api()
-    arrays = {}
+    arrays = []
     for name, value in state.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"rank state names must be non-empty strings, got {name!r}")
         array = np.ascontiguousarray(value)
         if array.dtype.name not in _STATE_DTYPES:
             raise TypeError(f"rank state {name!r}: unsupported dtype {array.dtype}")
-        arrays[name] = array
-    if lib.tfdist_state_clear() < 0:
-        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+        arrays.append((name, array))
+    count = len(arrays)
+    names = (ctypes.c_char_p * max(count, 1))(*[n.encode() for n, _ in arrays])
+    dtypes = (ctypes.c_int * max(count, 1))(*[_STATE_DTYPES.index(a.dtype.name)
+                                              for _, a in arrays])
+    dims = (ctypes.c_int * max(count, 1))(*[a.ndim for _, a in arrays])
+    flat_shape = [d for _, a in arrays for d in a.shape]
+    shapes = (ctypes.c_int64 * max(len(flat_shape), 1))(*flat_shape)
+    data = (ctypes.c_void_p * max(count, 1))(*[a.ctypes.data for _, a in arrays])
+    sizes = (ctypes.c_int64 * max(count, 1))(*[a.nbytes for _, a in arrays])
     error = ctypes.create_string_buffer(1024)
-    for name, array in arrays.items():
-        shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-        code = lib.tfdist_state_write(name.encode(), _STATE_DTYPES.index(array.dtype.name),
-                                      shape, array.ndim, array.ctypes.data, array.nbytes,
-                                      error, len(error))
-        if code != 0:
-            raise ValueError(f"rank state {name!r}: {error.value.decode(errors='replace')}")
+    code = lib.tfdist_state_replace(count, names, dtypes, dims, shapes, data, sizes, error,
+                                    len(error))
+    if code < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    if code != 0:
+        raise ValueError(f"rank state: {error.value.decode(errors='replace')}")
 
 
 def network_cost_values() -> List[float]:

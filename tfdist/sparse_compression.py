@@ -26,14 +26,23 @@ allreduce, decompress":
   next step. Before ``start_step`` calls, everything is allreduced dense.
 
 The per-rank state (residuals, Q, the step count) lives in the runtime,
-keyed by tensor name; ``tfdist.runtime.rank_state()`` copies it out for a
-checkpoint. Only Sum and Average can be compressed this way.
+keyed by tensor name, so every tensor needs a name of its own: a call whose
+tensors have no name (``tfdist.allreduce(..., compression=...)`` or
+``grouped_allreduce`` without ``name=``) or share one is refused. Every call
+first runs a one-element allreduce whose description carries the
+compressor's settings (``settings()``), so ranks whose settings differ get
+the runtime's FailedPrecondition naming the setting and both values.
+Only Sum and Average can be compressed this way. Both compute in float32
+(float64 tensors are rounded, with a warning) and leave ``IndexedSlices``
+uncompressed (with a warning); docs/compression.md, "Edge cases".
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import Any, Dict, List, Optional, Sequence
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -70,6 +79,49 @@ def _check_op(compressor: str, op: ops.ReduceOp) -> ops.ReduceOp:
                          f"{compressor}: compressed gradients can only be summed or averaged "
                          "(op=Sum or op=Average)")
     return op
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    """Warns with ``message`` the first time only: these warnings are about a
+    configuration, and one per step would bury everything else."""
+    warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def _check_names(compressor: str, names: Sequence[str], group_name: Optional[str]) -> None:
+    """Refuses calls whose tensors have no name or share one: the per-tensor
+    state (residual, Q, step) is keyed by name, and unnamed tensors would all
+    use the same state, each resetting or adding into the others'."""
+    if group_name == "" or any(not n for n in names):
+        raise ValueError(
+            f"Compression.{compressor} keeps per-tensor state keyed by the tensor's name, so "
+            "every tensor needs one: pass name= to tfdist.allreduce, or to "
+            "tfdist.grouped_allreduce (whose tensor i is then keyed '<name>.<i>')")
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"Compression.{compressor}: two tensors of one call are both "
+                             f"named {n!r}; each needs its own name (its state is keyed by it)")
+        seen.add(n)
+
+
+def _warn_float64(compressor: str, tensors: Sequence[tf.Tensor]) -> None:
+    if any(t.dtype == tf.float64 for t in tensors):
+        _warn_once(f"Compression.{compressor} computes in float32: float64 tensors are "
+                   "rounded to float32 before they are compressed and summed")
+
+
+def _agreement(compressor: Compressor, key: str) -> tf.Tensor:
+    """The call's first collective: every rank's settings, compared by the runtime."""
+    check = _library.ops().tfdist_compressor_agreement(settings=compressor.settings(),
+                                                       tensor_name=f"{key}.compressor")
+    ops._independent(check)
+    return check
+
+
+def _count_uncompressed(dense: int, compressed: int) -> tf.Operation:
+    """Tells tfdist.stats() what this compressed call would have sent without compression."""
+    return _library.ops().tfdist_count_uncompressed(dense=int(dense), compressed=int(compressed))
 
 
 def _integer_at_least(compressor: str, name: str, value: Any, minimum: int) -> int:
@@ -135,6 +187,19 @@ class TopKCompressor(Compressor):
         return {"name": self.name, "ratio": self.ratio, "error_feedback": self.error_feedback,
                 "momentum": self.momentum, "start_step": self.start_step}
 
+    def settings(self) -> str:
+        """The settings every rank must agree on, as the runtime compares them."""
+        return (f"topk ratio={self.ratio!r} error_feedback={self.error_feedback} "
+                f"momentum={self.momentum!r} start_step={self.start_step}")
+
+    def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+        """Used only for sparse (IndexedSlices) gradients, which are allgathered
+        uncompressed: top-k of a gradient's rows has no residual to keep."""
+        _warn_once("Compression.topk does not compress IndexedSlices (sparse) gradients; "
+                   "they are allgathered uncompressed. Pass sparse_as_dense=True to "
+                   "compress them as dense tensors.")
+        return tensor, None
+
     def __repr__(self) -> str:
         extra = f", momentum={self.momentum!r}" if self.momentum else ""
         extra += f", start_step={self.start_step}" if self.start_step else ""
@@ -176,6 +241,7 @@ class TopKCompressor(Compressor):
         tensors = [tf.convert_to_tensor(t) for t in tensors]
         if not tensors:
             return []
+        _check_names("topk", names, group_name)
         for tensor, name in zip(tensors, names):
             if not tensor.dtype.is_floating:
                 raise TypeError(f"Compression.topk compresses floating-point tensors only; "
@@ -186,29 +252,42 @@ class TopKCompressor(Compressor):
         if total >= 2 ** 31:
             raise ValueError("Compression.topk: one call can carry at most 2^31-1 elements, "
                              f"got {total}; split the tensors into groups")
+        _warn_float64("topk", tensors)
         size = runtime.size()
         key = group_name or names[0]
-        # Residuals keep the tensor's shape (rank_state shows them that way).
-        floats = [tf.cast(t, tf.float32) for t in tensors]
-        pairs = sum(topk_count(self.ratio, n) for n in sizes)
-        uncompressed = dense_wire_bytes(total * _FLOAT32_BYTES, size)
-        if self.sparse_is_cheaper(pairs, total, size):
-            self.wire.record(key, gather_wire_bytes(pairs * _PAIR_BYTES, size), uncompressed)
-            if self.start_step:
-                step = _library.ops().tfdist_compression_step(state_name=f"topk/{key}")
-                summed = tf.cond(step >= self.start_step,
-                                 lambda: self._sparse_sum(floats, names, sizes, key),
-                                 lambda: self._dense_sum(floats, names, key))
-            else:
-                summed = self._sparse_sum(floats, names, sizes, key)
-        else:
-            self.wire.record(key, uncompressed, uncompressed)
-            summed = self._dense_sum(floats, names, key)
+        with tf.control_dependencies([_agreement(self, key)]):
+            summed = self._sum(tensors, names, sizes, key, size)
         factor = _scale(op, prescale_factor, postscale_factor, size)
         if factor != 1.0:
             summed = summed * factor
         outputs = tf.split(summed, sizes) if len(sizes) > 1 else [summed]
         return [tf.cast(tf.reshape(o, tf.shape(t)), t.dtype) for o, t in zip(outputs, tensors)]
+
+    def _sum(self, tensors: List[tf.Tensor], names: Sequence[str], sizes: List[int], key: str,
+             size: int) -> tf.Tensor:
+        """The flat float32 sum of the call: sparse or dense, by cost and step."""
+        total = sum(sizes)
+        # Residuals keep the tensor's shape (rank_state shows them that way).
+        floats = [tf.cast(t, tf.float32) for t in tensors]
+        pairs = sum(topk_count(self.ratio, n) for n in sizes)
+        uncompressed = dense_wire_bytes(total * _FLOAT32_BYTES, size)
+        if not self.sparse_is_cheaper(pairs, total, size):
+            self.wire.record(key, uncompressed, uncompressed)
+            return self._dense_sum(floats, names, key)
+        sent = gather_wire_bytes(pairs * _PAIR_BYTES, size)
+        self.wire.record(key, sent, uncompressed)
+        # Without compression the call would have allreduced the tensors as given.
+        dense = dense_wire_bytes(sum(_nbytes(t) for t in tensors), size)
+
+        def sparse() -> tf.Tensor:
+            with tf.control_dependencies([_count_uncompressed(dense, sent)]):
+                return tf.identity(self._sparse_sum(floats, names, sizes, key))
+
+        if not self.start_step:
+            return sparse()
+        step = _library.ops().tfdist_compression_step(state_name=f"topk/{key}")
+        return tf.cond(step >= self.start_step, sparse,
+                       lambda: self._dense_sum(floats, names, key))
 
     def _sparse_sum(self, floats: List[tf.Tensor], names: Sequence[str], sizes: List[int],
                     key: str) -> tf.Tensor:
@@ -255,6 +334,19 @@ class PowerSGDCompressor(Compressor):
         return {"name": self.name, "rank": self.rank, "error_feedback": self.error_feedback,
                 "start_step": self.start_step}
 
+    def settings(self) -> str:
+        """The settings every rank must agree on, as the runtime compares them."""
+        return (f"powersgd rank={self.rank} error_feedback={self.error_feedback} "
+                f"start_step={self.start_step}")
+
+    def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
+        """Used only for sparse (IndexedSlices) gradients, which are allgathered
+        uncompressed: their rows are no fixed matrix to factor."""
+        _warn_once("Compression.powersgd does not compress IndexedSlices (sparse) gradients; "
+                   "they are allgathered uncompressed. Pass sparse_as_dense=True to "
+                   "compress them as dense tensors.")
+        return tensor, None
+
     def __repr__(self) -> str:
         return (f"Compression.powersgd(rank={self.rank}, error_feedback={self.error_feedback}, "
                 f"start_step={self.start_step})")
@@ -279,6 +371,8 @@ class PowerSGDCompressor(Compressor):
         tensors = [tf.convert_to_tensor(t) for t in tensors]
         if not tensors:
             return []
+        _check_names("powersgd", names, group_name)
+        _warn_float64("powersgd", tensors)
         key = group_name or names[0]
         scales = dict(op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)
 
@@ -288,10 +382,11 @@ class PowerSGDCompressor(Compressor):
         def compressed() -> List[tf.Tensor]:
             return self._compressed(tensors, names, key, scales)
 
-        if self.start_step == 0:
-            return compressed()
-        step = _library.ops().tfdist_compression_step(state_name=f"powersgd/{key}")
-        return tf.cond(step >= self.start_step, compressed, dense)
+        with tf.control_dependencies([_agreement(self, key)]):
+            if self.start_step == 0:
+                return compressed()
+            step = _library.ops().tfdist_compression_step(state_name=f"powersgd/{key}")
+            return tf.cond(step >= self.start_step, compressed, dense)
 
     def _compressed(self, tensors: List[tf.Tensor], names: Sequence[str], key: str,
                     scales: Dict[str, Any]) -> List[tf.Tensor]:
@@ -322,11 +417,18 @@ class PowerSGDCompressor(Compressor):
                 accumulated[i], p_hat[i], q_local[i], q_reduced, state_name=names[i],
                 error_feedback=self.error_feedback)
             result[i] = tf.cast(tf.reshape(output, tensors[i].shape), tensors[i].dtype)
-        sent = sum((p_local[i].shape[0] + q_local[i].shape[0]) * self.rank * _FLOAT32_BYTES
-                   for i in chosen)
-        sent += sum(_nbytes(tensors[i]) for i in others)
+        factors = sum((p_local[i].shape[0] + q_local[i].shape[0]) * self.rank * _FLOAT32_BYTES
+                      for i in chosen)
+        sent = factors + sum(_nbytes(tensors[i]) for i in others)
         full = sum(_nbytes(t) for t in tensors)
         self.wire.record(key, dense_wire_bytes(sent, size), dense_wire_bytes(full, size))
+        if chosen:
+            # The tensors in `others` went dense and were counted as such.
+            counted = _count_uncompressed(
+                dense_wire_bytes(sum(_nbytes(tensors[i]) for i in chosen), size),
+                dense_wire_bytes(factors, size))
+            with tf.control_dependencies([counted]):
+                result = [tf.identity(r) for r in result]
         return result
 
 

@@ -199,5 +199,48 @@ TFDIST_TEST(PowerSgdCompressesOnlyWhenFactorsAreSmaller) {
   CHECK(!tfdist::PowerSgdCompresses(64, 64, 0));
 }
 
+// A warm-start Q with a zero column (what an all-zero gradient leaves) or a
+// dependent one gets that column from the name's initial Q; good columns
+// stay bit for bit, and the same Q and name give the same refill.
+TFDIST_TEST(PowerSgdRefillsZeroAndDependentColumnsOfQ) {
+  const size_t m = 10, r = 3;
+  Matrix initial(m * r);
+  tfdist::PowerSgdInitialQ("w", m, r, initial.data());
+  Matrix zero(m * r, 0.0f);
+  CHECK_EQ(tfdist::PowerSgdRefillQ("w", m, r, zero.data()), size_t{3});
+  CHECK(zero == initial);
+
+  Matrix q = initial;
+  for (size_t i = 0; i < m; ++i) {
+    q[i * r + 1] = 2.0f * q[i * r + 0];          // dependent on column 0
+    q[i * r + 2] = std::nanf("");                // not finite
+  }
+  const Matrix before = q;
+  Matrix again = q;
+  CHECK_EQ(tfdist::PowerSgdRefillQ("w", m, r, q.data()), size_t{2});
+  for (size_t i = 0; i < m; ++i) {
+    CHECK_EQ(q[i * r + 0], before[i * r + 0]);
+    CHECK_EQ(q[i * r + 1], initial[i * r + 1]);
+    CHECK_EQ(q[i * r + 2], initial[i * r + 2]);
+  }
+  tfdist::PowerSgdRefillQ("w", m, r, again.data());
+  CHECK(again == q);
+  // Independent columns are left alone.
+  Matrix good = initial;
+  CHECK_EQ(tfdist::PowerSgdRefillQ("w", m, r, good.data()), size_t{0});
+  CHECK(good == initial);
+
+  // A zero step, then a rank-1 gradient: the refilled Q recovers it exactly.
+  const size_t n = 8;
+  Matrix u_v(n * m);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < m; ++j) u_v[i * m + j] = (1.0f + i) * (0.5f - 0.1f * j);
+  Matrix warm(m * 1, 0.0f);
+  tfdist::PowerSgdRefillQ("w1", m, 1, warm.data());
+  std::vector<Matrix> residuals;
+  const Matrix output = PowerSgdStep({u_v, u_v}, n, m, 1, &warm, &residuals);
+  for (size_t i = 0; i < n * m; ++i) CHECK(std::fabs(output[i] - u_v[i]) < 1e-4f);
+}
+
 }  // namespace
 }  // namespace tfdist_test

@@ -49,5 +49,46 @@ TFDIST_TEST(StateStorePutFindEraseClear) {
   CHECK(store.Names().empty());
 }
 
+// restore_rank_state's contract: a bad entry anywhere leaves the old state
+// whole; a good set replaces it entirely.
+TFDIST_TEST(StateStoreReplaceAllIsAllOrNothing) {
+  StateStore store;
+  const float old_values[] = {1.0f, 2.0f};
+  CHECK_OK(store.Put("old", DataType::kFloat32, {2}, old_values, sizeof old_values));
+  const float values[] = {3.0f, 4.0f, 5.0f};
+  using Entry = StateStore::Entry;
+  const std::vector<std::vector<Entry>> bad = {
+      {{"a", DataType::kFloat32, {3}, values, sizeof values},
+       {"b", DataType::kFloat32, {2}, values, sizeof values}},   // wrong byte count
+      {{"a", DataType::kFloat32, {3}, values, sizeof values},
+       {"a", DataType::kFloat32, {3}, values, sizeof values}},   // twice
+      {{"a", DataType::kFloat32, {3}, values, sizeof values},
+       {"", DataType::kFloat32, {3}, values, sizeof values}},    // no name
+      {{"a", DataType::kFloat32, {3}, values, sizeof values},
+       {"c", static_cast<DataType>(42), {3}, values, sizeof values}},  // unknown dtype
+      {{"a", DataType::kFloat32, {-3}, values, sizeof values}},  // negative dimension
+  };
+  for (const std::vector<Entry>& entries : bad) {
+    const tfdist::Status status = store.ReplaceAll(entries);
+    CHECK(status.code() == tfdist::StatusCode::kInvalidArgument);
+    const std::vector<std::string> names = store.Names();
+    CHECK_EQ(names.size(), size_t{1});
+    CHECK_EQ(names[0], std::string("old"));
+    CHECK_EQ(std::memcmp(store.Find("old")->data.data(), old_values, sizeof old_values), 0);
+  }
+  // Nine dimensions and more travel whole.
+  const std::vector<int64_t> nine(9, 1);
+  CHECK_OK(store.ReplaceAll({{"a", DataType::kFloat32, {3}, values, sizeof values},
+                             {"nine", DataType::kFloat32, nine, values, sizeof(float)}}));
+  const std::vector<std::string> names = store.Names();
+  CHECK_EQ(names.size(), size_t{2});
+  CHECK_EQ(names[0], std::string("a"));
+  CHECK(store.Find("old") == nullptr);
+  CHECK(store.Find("nine")->shape == nine);
+  CHECK_EQ(store.Find("a")->floats()[2], 5.0f);
+  CHECK_OK(store.ReplaceAll({}));
+  CHECK(store.Names().empty());
+}
+
 }  // namespace
 }  // namespace tfdist_test

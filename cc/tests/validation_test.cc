@@ -63,6 +63,32 @@ TFDIST_TEST(ValidationNamesEachFieldThatMustAgree) {
            Expected("alltoall", "shape after the first dimension", "[?, 3]", "[?, 5]"));
 }
 
+// A compressor's settings are compared before every other field and the
+// message names the first setting that differs.
+TFDIST_TEST(ValidationNamesTheCompressorSettingThatDiffers) {
+  using D = TensorDescription;
+  TensorDescription base = Of(CollectiveType::kAllreduce);
+  base.compressor = "topk ratio=0.1 error_feedback=True momentum=0.0 start_step=0";
+  const std::string ratio =
+      MismatchOf(base, [](D& d) {
+        d.compressor = "topk ratio=0.2 error_feedback=True momentum=0.0 start_step=0";
+        d.shape = {4, 2};  // what the settings cause; they are the cause named
+      });
+  CHECK_EQ(ratio, std::string("tfdist: ranks disagree on the compressor setting ratio of "
+                              "tensor 't' (allreduce): rank 0 has 0.1, rank 2 has 0.2 "
+                              "(rank 0: topk ratio=0.1 error_feedback=True momentum=0.0 "
+                              "start_step=0; rank 2: topk ratio=0.2 error_feedback=True "
+                              "momentum=0.0 start_step=0)"));
+  const std::string kind = MismatchOf(base, [](D& d) {
+    d.compressor = "powersgd rank=1 error_feedback=True start_step=0";
+  });
+  CHECK(kind.find("on the compressor of tensor 't' (allreduce): rank 0 has topk, rank 2 has "
+                  "powersgd") != std::string::npos);
+  const std::string none = MismatchOf(base, [](D& d) { d.compressor.clear(); });
+  CHECK(none.find("rank 2 has none") != std::string::npos);
+  CHECK_EQ(MismatchOf(base, [](D&) {}), std::string());
+}
+
 TFDIST_TEST(ValidationIgnoresFieldsThatMayDiffer) {
   using D = TensorDescription;
   CHECK_EQ(MismatchOf(Of(CollectiveType::kAllgather), [](D& d) { d.shape[0] = 9; }), "");

@@ -342,7 +342,11 @@ class PowersgdPrepareKernel : public tf::OpKernel {
         store->GetOrCreate("powersgd.q/" + name_, DataType::kFloat32, {m, rank_}, &created);
     {
       std::lock_guard<std::mutex> lock(warm->mutex);
-      if (created) PowerSgdInitialQ(name_, m, rank_, warm->floats());
+      if (created) {
+        PowerSgdInitialQ(name_, m, rank_, warm->floats());
+      } else {
+        PowerSgdRefillQ(name_, m, rank_, warm->floats());
+      }
       std::memcpy(Floats(q), warm->floats(), sizeof(float) * m * rank_);
     }
 
@@ -490,6 +494,102 @@ class CompressionStepKernel : public tf::OpKernel {
   std::string key_;
 };
 
+// Every rank's top-k or PowerSGD call starts with this one-element
+// allreduce, named "<call>.compressor", whose description carries the
+// compressor's `settings` (request.h). The call's other ops run after it, so
+// ranks whose settings differ all get the negotiation's FailedPrecondition
+// naming the setting and both values before anything else of the call is
+// submitted (which could otherwise differ in shape, count or name between
+// the ranks). It has no inputs, so in a tf.function it runs at the start of
+// the step, hidden under the forward and backward passes.
+REGISTER_OP("TfdistCompressorAgreement")
+    .Output("ranks: int32")
+    .Attr("settings: string")
+    .Attr("tensor_name: string")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(1));
+      return absl::OkStatus();
+    });
+
+class CompressorAgreementKernel : public tf::AsyncOpKernel {
+ public:
+  explicit CompressorAgreementKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("settings", &settings_));
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES(c, !tensor_name_.empty() && !settings_.empty(),
+                absl::InvalidArgumentError("compressor agreement needs a name and settings"));
+  }
+
+  void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
+                      ToTfStatus(NotInitializedError(type_string())), done);
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, tf::TensorShape({1}), &output), done);
+    output->flat<int32_t>()(0) = 1;
+    Request request;
+    request.name = tensor_name_;
+    request.description.type = CollectiveType::kAllreduce;
+    request.description.dtype = DataType::kInt32;
+    request.description.shape = {1};
+    request.description.op = ReduceOp::kSum;
+    request.description.compressor = settings_;
+    // In place: the allreduce reads and writes the one element.
+    request.input = output->flat<int32_t>().data();
+    request.output = output->flat<int32_t>().data();
+    request.done = [ctx, done](const Status& s) {
+      ctx->SetStatus(ToTfStatus(s));
+      done();
+    };
+    Status enqueued = handle.runtime->Enqueue(std::move(request));
+    if (!enqueued.ok()) {
+      ctx->SetStatus(ToTfStatus(enqueued));
+      done();
+    }
+  }
+
+ private:
+  std::string settings_;
+  std::string tensor_name_;
+};
+
+// Records, for tfdist.stats(), that a compressed call sent `compressed`
+// bytes where the same call without compression would have sent `dense`
+// (both by the algorithms' formulas, tfdist/sparse_compression.py): the
+// collectives the compressor runs count only what they moved, so without
+// this bytes_uncompressed would count the compressed collectives.
+REGISTER_OP("TfdistCountUncompressed")
+    .Attr("dense: int")
+    .Attr("compressed: int")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
+class CountUncompressedKernel : public tf::OpKernel {
+ public:
+  explicit CountUncompressedKernel(tf::OpKernelConstruction* c) : tf::OpKernel(c) {
+    int64_t dense = 0, compressed = 0;
+    OP_REQUIRES_OK(c, c->GetAttr("dense", &dense));
+    OP_REQUIRES_OK(c, c->GetAttr("compressed", &compressed));
+    // Unsigned wrap-around: a call that sent more than dense (a gather at
+    // many ranks) subtracts, and bytes_sent + saved stays right.
+    saved_ = static_cast<uint64_t>(dense) - static_cast<uint64_t>(compressed);
+  }
+
+  void Compute(tf::OpKernelContext* ctx) override {
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES(ctx, handle.runtime != nullptr, ToTfStatus(NotInitializedError(type_string())));
+    handle.runtime->mutable_stats().bytes_saved_by_compression.fetch_add(saved_);
+  }
+
+ private:
+  uint64_t saved_ = 0;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfdistCompressorAgreement").Device(tf::DEVICE_CPU),
+                        CompressorAgreementKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistCountUncompressed").Device(tf::DEVICE_CPU),
+                        CountUncompressedKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistTopkCompress").Device(tf::DEVICE_CPU), TopkCompressKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistScatterAdd").Device(tf::DEVICE_CPU), ScatterAddKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistResidualFlush").Device(tf::DEVICE_CPU),

@@ -37,8 +37,11 @@ int64_t tfdist_state_names(char* names, int64_t capacity) {
   return static_cast<int64_t>(joined.size());
 }
 
-// Describes array `name`: dtype (DataType code), rank and up to `max_dims`
-// dimensions, and byte size. Returns 0, 1 when there is no such array.
+// Describes array `name`: dtype (DataType code), rank, dimensions and byte
+// size. Returns 0; 1 when there is no such array; 2 when it has more than
+// `max_dims` dimensions: then only `*dims` is set, and the caller asks again
+// with room for that many (a shape is never cut short, so a caller never
+// sizes a buffer from part of one).
 int tfdist_state_describe(const char* name, int* dtype, int* dims, int64_t* shape,
                           int max_dims, int64_t* bytes) {
   std::shared_ptr<tfdist::StateStore> store = Store();
@@ -46,9 +49,10 @@ int tfdist_state_describe(const char* name, int* dtype, int* dims, int64_t* shap
   std::shared_ptr<tfdist::StateArray> array = store->Find(name);
   if (!array) return 1;
   std::lock_guard<std::mutex> lock(array->mutex);
-  *dtype = static_cast<int>(array->dtype);
   *dims = static_cast<int>(array->shape.size());
-  for (int i = 0; i < *dims && i < max_dims; ++i) shape[i] = array->shape[i];
+  if (*dims > max_dims) return 2;
+  *dtype = static_cast<int>(array->dtype);
+  for (int i = 0; i < *dims; ++i) shape[i] = array->shape[i];
   *bytes = static_cast<int64_t>(array->data.size());
   return 0;
 }
@@ -88,6 +92,35 @@ int tfdist_state_write(const char* name, int dtype, const int64_t* shape, int di
   return tfdist::ReportStatus(store->Put(name, static_cast<tfdist::DataType>(dtype), dimensions,
                                          data, static_cast<size_t>(bytes)),
                               error, error_length);
+}
+
+// Replaces the whole state with `count` arrays, all or nothing: array i is
+// names[i], dtypes[i], dims[i] dimensions taken in turn from `shapes`, and
+// bytes[i] bytes at data[i]. Returns 0, or a StatusCode with the message in
+// `error` and the state unchanged.
+int tfdist_state_replace(int count, const char* const* names, const int* dtypes,
+                         const int* dims, const int64_t* shapes, const void* const* data,
+                         const int64_t* bytes, char* error, int error_length) {
+  std::shared_ptr<tfdist::StateStore> store = Store();
+  if (!store) return -1;
+  std::vector<tfdist::StateStore::Entry> entries(count > 0 ? count : 0);
+  size_t offset = 0;
+  for (int i = 0; i < count; ++i) {
+    if (dims[i] < 0 || bytes[i] < 0) {
+      return tfdist::ReportStatus(
+          tfdist::Status::InvalidArgument(std::string("state '") + names[i] +
+                                          "': negative rank or byte count"),
+          error, error_length);
+    }
+    tfdist::StateStore::Entry& entry = entries[i];
+    entry.name = names[i];
+    entry.dtype = static_cast<tfdist::DataType>(dtypes[i]);
+    entry.shape.assign(shapes + offset, shapes + offset + dims[i]);
+    offset += static_cast<size_t>(dims[i]);
+    entry.bytes = data[i];
+    entry.byte_count = static_cast<size_t>(bytes[i]);
+  }
+  return tfdist::ReportStatus(store->ReplaceAll(entries), error, error_length);
 }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace tfdist {
@@ -32,17 +33,76 @@ uint64_t Fnv1a(const std::string& text) {
   return hash;
 }
 
-}  // namespace
-
-void PowerSgdInitialQ(const std::string& name, size_t m, size_t rank, float* q) {
-  uint64_t state = Fnv1a(name);
+void FillNormal(uint64_t state, size_t count, float* out) {
   const double two_pi = 6.283185307179586;
-  for (size_t i = 0; i < m * rank; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     // Box-Muller, one value per pair of uniforms: simple and fixed.
     const double u1 = Uniform01(&state);
     const double u2 = Uniform01(&state);
-    q[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
+    out[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
   }
+}
+
+constexpr double kDependentColumn = 1e-6;
+
+double Dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Whether `column` keeps a part orthogonal to the orthonormal `basis`; if so
+// that part, normalised, joins the basis.
+bool AddIndependent(std::vector<double> column, std::vector<std::vector<double>>* basis) {
+  const double original = std::sqrt(Dot(column, column));
+  if (!std::isfinite(original) || !(original > 0.0)) return false;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::vector<double>& b : *basis) {
+      const double projection = Dot(column, b);
+      for (size_t r = 0; r < column.size(); ++r) column[r] -= projection * b[r];
+    }
+  }
+  const double norm = std::sqrt(Dot(column, column));
+  if (!std::isfinite(norm) || !(norm > kDependentColumn * original)) return false;
+  for (double& x : column) x /= norm;
+  basis->push_back(std::move(column));
+  return true;
+}
+
+}  // namespace
+
+void PowerSgdInitialQ(const std::string& name, size_t m, size_t rank, float* q) {
+  FillNormal(Fnv1a(name), m * rank, q);
+}
+
+size_t PowerSgdRefillQ(const std::string& name, size_t m, size_t rank, float* q) {
+  std::vector<std::vector<double>> basis;
+  std::vector<double> column(m);
+  std::vector<float> candidates;
+  size_t refilled = 0;
+  for (size_t c = 0; c < rank; ++c) {
+    for (size_t r = 0; r < m; ++r) column[r] = q[r * rank + c];
+    if (AddIndependent(column, &basis)) continue;
+    ++refilled;
+    // Column c of the initial Q first, then of generators seeded by the name
+    // and an attempt number; with m > 2 rank (PowerSgdCompresses) a random
+    // column is dependent with probability 0, so the bound is never reached.
+    for (uint64_t attempt = 0; attempt < 8; ++attempt) {
+      if (attempt == 0) {
+        candidates.resize(m * rank);
+        PowerSgdInitialQ(name, m, rank, candidates.data());
+        for (size_t r = 0; r < m; ++r) column[r] = candidates[r * rank + c];
+      } else {
+        candidates.resize(m);
+        FillNormal(Fnv1a(name + "#refill" + std::to_string(c) + "." + std::to_string(attempt)),
+                   m, candidates.data());
+        for (size_t r = 0; r < m; ++r) column[r] = candidates[r];
+      }
+      if (AddIndependent(column, &basis)) break;
+    }
+    for (size_t r = 0; r < m; ++r) q[r * rank + c] = static_cast<float>(column[r]);
+  }
+  return refilled;
 }
 
 // The same per-element arithmetic as the definition (products of floats in

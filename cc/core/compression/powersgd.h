@@ -32,6 +32,18 @@ bool PowerSgdCompresses(int64_t n, int64_t m, int64_t rank);
 // from the same Q without communicating.
 void PowerSgdInitialQ(const std::string& name, size_t m, size_t rank, float* q);
 
+// Refills the columns of the warm-start Q (m x rank, row-major) that are
+// zero, not finite, or linearly dependent on the columns before them (the
+// same test as OrthonormalizeColumns), with columns of the name's initial Q
+// (or, should one of those be dependent too, of further generators seeded
+// by the name). An all-zero gradient makes P, P-hat and so the next Q zero,
+// and a Q column that is zero stays zero forever (P = M Q): without this a
+// tensor whose gradient was zero once would never be sent again, while its
+// residual grew. Q is the allreduced one, identical on every rank, and the
+// refill depends only on Q and the name, so every rank refills alike.
+// Columns that pass are left bit for bit. Returns how many were refilled.
+size_t PowerSgdRefillQ(const std::string& name, size_t m, size_t rank, float* q);
+
 // output = p_hat q_reduced^T (n x m). When `residual` is not null it
 // receives accumulated - p_hat q_local^T. Sums over r run in double.
 void PowerSgdFinish(const float* accumulated, const float* p_hat, const float* q_local,

@@ -53,6 +53,20 @@ class StateStore {
              const void* bytes, size_t byte_count);
   void Clear();
 
+  // One array of a whole new state (ReplaceAll).
+  struct Entry {
+    std::string name;
+    DataType dtype = DataType::kFloat32;
+    std::vector<int64_t> shape;
+    const void* bytes = nullptr;
+    size_t byte_count = 0;
+  };
+  // Replaces the whole state with `entries`, all or nothing: every entry is
+  // checked (dtype, shape, byte count, names unique and not empty) and
+  // copied before the store changes, so an InvalidArgument naming the bad
+  // entry leaves the state as it was, never half restored.
+  Status ReplaceAll(const std::vector<Entry>& entries);
+
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<StateArray>> arrays_;

@@ -35,6 +35,7 @@ template <typename T>
 void PutField(ByteWriter& w, const std::vector<T>& values) {
   w.PutVector(values);
 }
+void PutField(ByteWriter& w, const std::string& value) { w.PutString(value); }
 template <typename T>
 void GetField(ByteReader& r, T* value) {
   if constexpr (std::is_enum<T>::value || std::is_same<T, int>::value) {
@@ -47,6 +48,8 @@ template <typename T>
 void GetField(ByteReader& r, std::vector<T>* values) {
   *values = r.GetVector<T>();
 }
+
+void GetField(ByteReader& r, std::string* value) { *value = r.GetString(); }
 
 void WriteDescription(ByteWriter& w, const TensorDescription& d) {
   ForEachDescriptionField([&](auto field, const DescriptionField&) { PutField(w, d.*field); });

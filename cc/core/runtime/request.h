@@ -53,6 +53,12 @@ struct TensorDescription {
   double postscale = 1.0;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   WireCompression compression = WireCompression::kNone;
+  // The settings of the top-k or PowerSGD compressor a collective serves,
+  // as "<kind> key=value ..." (tfdist/sparse_compression.py); empty for
+  // everything else. Ranks whose compressors differ would otherwise exchange
+  // buffers of different layouts or take different paths; as a field, a
+  // difference is an error naming the setting and both values.
+  std::string compressor;
   // Alltoall only: rows this rank sends to each rank. Differs per rank.
   std::vector<int64_t> splits;
 
@@ -99,6 +105,7 @@ void ForEachDescriptionField(Visit&& visit) {
         DescriptionField{"algorithm", CollectiveBit(CollectiveType::kAllreduce), true});
   visit(&D::compression,
         DescriptionField{"compression", CollectiveBit(CollectiveType::kAllreduce), true});
+  visit(&D::compressor, DescriptionField{"compressor settings", kAll, true});
   visit(&D::splits, DescriptionField{"splits", 0, false});
 }
 

@@ -81,6 +81,9 @@ class Runtime {
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   const Stats& stats() const { return stats_; }
+  // For counters the runtime cannot see itself: the compressors that run
+  // outside it record what their calls would have sent dense.
+  Stats& mutable_stats() { return stats_; }
   // The intra-host step costs summarised as the survey's L, G and R, and
   // both link classes' step costs.
   LinkCost link_cost() const { return Summarize(network_cost_.intra); }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace tfdist {
 
@@ -16,6 +18,7 @@ std::string Text(ReduceOp op) { return ReduceOpName(op); }
 std::string Text(AllreduceAlgorithm algorithm) { return AllreduceAlgorithmName(algorithm); }
 std::string Text(WireCompression compression) { return WireCompressionName(compression); }
 std::string Text(int value) { return std::to_string(value); }
+std::string Text(const std::string& value) { return value.empty() ? "none" : value; }
 std::string Text(double value) {
   std::ostringstream s;
   s.precision(17);
@@ -47,6 +50,11 @@ bool IsShape(Field) {
   return false;
 }
 bool IsShape(std::vector<int64_t> D::*field) { return field == &D::shape; }
+template <typename Field>
+bool IsCompressor(Field) {
+  return false;
+}
+bool IsCompressor(std::string D::*field) { return field == &D::compressor; }
 
 template <typename T>
 bool Agrees(const T& a, const T& b, bool, CollectiveType) {
@@ -93,15 +101,66 @@ Status Agree(const std::string& name, const std::vector<D>& per_rank, const char
   return Status::OK();
 }
 
+// "<kind> key=value ..." (request.h) as the kind and the pairs in order.
+std::vector<std::pair<std::string, std::string>> SettingsItems(const std::string& settings) {
+  std::vector<std::pair<std::string, std::string>> items;
+  std::istringstream words(settings);
+  std::string word;
+  bool first = true;
+  while (words >> word) {
+    const size_t eq = word.find('=');
+    if (first || eq == std::string::npos) {
+      items.emplace_back(first ? "kind" : word, first ? word : "");
+    } else {
+      items.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    }
+    first = false;
+  }
+  return items;
+}
+
+// The compressors' settings: names the first setting that differs and both
+// values, then both full settings for context.
+Status AgreeOnCompressor(const std::string& name, const std::vector<D>& per_rank) {
+  const std::string& expected = per_rank[0].compressor;
+  for (size_t r = 1; r < per_rank.size(); ++r) {
+    const std::string& actual = per_rank[r].compressor;
+    if (actual == expected) continue;
+    const auto a = SettingsItems(expected);
+    const auto b = SettingsItems(actual);
+    std::string setting = "compressor", va = Text(expected), vb = Text(actual);
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (a[i].first != b[i].first) break;
+      if (a[i].second != b[i].second) {
+        setting = a[i].first == "kind" ? "compressor" : "compressor setting " + a[i].first;
+        va = a[i].second;
+        vb = b[i].second;
+        break;
+      }
+    }
+    std::ostringstream m;
+    m << "tfdist: ranks disagree on the " << setting << " of tensor '" << name << "' ("
+      << CollectiveTypeName(per_rank[0].type) << "): rank 0 has " << va << ", rank " << r
+      << " has " << vb << " (rank 0: " << Text(expected) << "; rank " << r << ": "
+      << Text(actual) << ")";
+    return Status::FailedPrecondition(m.str());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ValidateAcrossRanks(const std::string& name, const std::vector<D>& per_rank) {
   if (AllAgree(per_rank)) return Status::OK();
   // Some field differs: find the first one that matters and name it.
   const CollectiveType type = per_rank[0].type;
-  Status status;
+  // The compressor's settings first: ranks whose compressors differ send
+  // differently shaped buffers, and the settings are the cause to name.
+  Status status = AgreeOnCompressor(name, per_rank);
+  if (!status.ok()) return status;
   ForEachDescriptionField([&](auto field, const DescriptionField& role) {
     if (!status.ok() || !(role.must_agree_for & CollectiveBit(type))) return;
+    if (IsCompressor(field)) return;  // compared above
     if (IsShape(field) && FirstDimensionMayDiffer(type)) {
       status = Agree(name, per_rank, "number of dimensions",
                      [](const D& d) { return std::to_string(d.shape.size()); });
