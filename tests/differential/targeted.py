@@ -110,14 +110,29 @@ def float64_rounded_once(rank: int, size: int) -> Optional[str]:
     return ref.compare(got, np.array([1.0 + 2.0 ** -10]), "fp16 of a float64 near a tie")
 
 
-#: (item, smallest np at which it can fail, function)
-CASES = [(1, 1, powersgd_after_zero), (2, 2, unnamed_topk), (3, 1, many_dims_state),
+def warmup_count_survives_restore(rank: int, size: int) -> Optional[str]:
+    """The call count of start_step continues across rank_state()/restore_rank_state()
+    (a 0-d array; np.ascontiguousarray made it 1-d, and the count started again)."""
+    tfdist.runtime.restore_rank_state({})
+    comp = tfdist.Compression.powersgd(1, start_step=5)
+    x = tf.ones([8, 8])
+    for _ in range(2):
+        tfdist.allreduce(x, op=tfdist.Sum, name="dt.t0", compression=comp)
+        tfdist.runtime.restore_rank_state(tfdist.runtime.rank_state())
+    count = tfdist.runtime.rank_state().get("step/powersgd/dt.t0")
+    return ref.compare(np.asarray(count), np.array(2, np.int64),
+                       f"start_step count after two calls, each followed by a restore "
+                       f"(value {count!r})")
+
+
+#: (item of cases.KNOWN_DEFECTS or None, smallest np at which it can fail, function)
+CASES = [(None, 1, warmup_count_survives_restore), (1, 1, powersgd_after_zero), (2, 2, unnamed_topk), (3, 1, many_dims_state),
          (4, 1, failed_restore_keeps_state), (6, 2, uncompressed_bytes),
          (7, 1, float64_rounded_once)]
 
 
 def cases(size: int) -> list:
-    return [dict(kind="targeted", item=item, function=f.__name__, id=f"t{item}.{f.__name__}")
+    return [dict(kind="targeted", item=item, function=f.__name__, id=f"t{item or ''}.{f.__name__}")
             for item, least, f in CASES if size >= least]
 
 
