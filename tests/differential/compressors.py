@@ -401,7 +401,8 @@ def _state_close(got: np.ndarray, expected: np.ndarray, what: str, exact: bool,
     if exact:
         return ref.compare(got, expected, what)
     scale = max(scale, np.max(np.abs(expected[np.isfinite(expected)]), initial=0.0))
-    return ref.compare(got, expected, what, 1e-4 * scale + 2 * ref.eps("float32") * np.abs(expected))
+    return ref.compare(got, expected, what,
+                       1e-4 * scale + 2 * ref.eps("float32") * np.abs(expected))
 
 
 def run(case: Dict[str, Any], rank: int, size: int) -> Optional[str]:

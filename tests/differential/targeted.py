@@ -125,10 +125,28 @@ def warmup_count_survives_restore(rank: int, size: int) -> Optional[str]:
                        f"(value {count!r})")
 
 
+def sparse_gradient_compressed(rank: int, size: int) -> Optional[str]:
+    """top-k compresses an IndexedSlices gradient too: what this rank sends for it is well
+    under the (P-1)·values bytes of an uncompressed allgather of its rows."""
+    from tfdist.gradient_tape import allreduce_gradients
+    values = tf.constant(np.random.default_rng([3, rank]).standard_normal((200, 16)),
+                         tf.float32)
+    slices = tf.IndexedSlices(values, tf.range(200, dtype=tf.int64) % 50, tf.constant([50, 16]))
+    before = tfdist.stats()["bytes_sent"]
+    allreduce_gradients([slices], prefix="dt.t7s", compression=tfdist.Compression.topk(0.01))
+    sent = tfdist.stats()["bytes_sent"] - before
+    plain = (size - 1) * 200 * 16 * 4
+    if sent >= plain / 2:
+        return f"an IndexedSlices gradient under topk(0.01) sent {sent} bytes, " \
+               f"an uncompressed allgather of its values {plain}"
+    return None
+
+
 #: (item of cases.KNOWN_DEFECTS or None, smallest np at which it can fail, function)
-CASES = [(None, 1, warmup_count_survives_restore), (1, 1, powersgd_after_zero), (2, 2, unnamed_topk), (3, 1, many_dims_state),
-         (4, 1, failed_restore_keeps_state), (6, 2, uncompressed_bytes),
-         (7, 1, float64_rounded_once)]
+CASES = [(None, 1, warmup_count_survives_restore), (1, 1, powersgd_after_zero),
+         (2, 2, unnamed_topk), (3, 1, many_dims_state), (4, 1, failed_restore_keeps_state),
+         (6, 2, uncompressed_bytes),
+         (7, 1, float64_rounded_once), (7, 2, sparse_gradient_compressed)]
 
 
 def cases(size: int) -> list:
