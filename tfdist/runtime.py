@@ -246,7 +246,9 @@ def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
     for name, value in state.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"rank state names must be non-empty strings, got {name!r}")
-        array = np.ascontiguousarray(value)
+        # np.require, not np.ascontiguousarray: that one makes a 0-d array (a step
+        # count) 1-d, and the count then restarts from zero.
+        array = np.require(value, requirements="C")
         if array.dtype.name not in _STATE_DTYPES:
             raise TypeError(f"rank state {name!r}: unsupported dtype {array.dtype}")
         arrays.append((name, array))
