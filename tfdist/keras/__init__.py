@@ -17,8 +17,9 @@ from tfdist.keras import callbacks
 from tfdist.functions import broadcast_variables
 from tfdist.keras.optimizer import DistributedOptimizer
 from tfdist.keras.saving import load_model
+from tfdist.keras.sync_batch_norm import SyncBatchNormalization
 
 __all__ = list(_tfdist_all) + [
     "Compression", "DistributedGradientTape", "DistributedOptimizer", "broadcast_variables",
-    "callbacks", "load_model",
+    "SyncBatchNormalization", "callbacks", "load_model",
 ]
