@@ -3,7 +3,7 @@
 The reference is one process running keras.layers.BatchNormalization on the
 concatenation of every rank's batch (every rank builds it from the same
 seeds). Rank r's batch has 2 + r rows (uneven) unless a check says
-otherwise. The loss is sum(output * W) for a fixed W over the global batch,
+otherwise. At np=2 also: a mask, even batches, model.fit and saving. The loss is sum(output * W) for a fixed W over the global batch,
 so that its gradient is the sum over ranks of each rank's part: the input
 gradients of rank r must equal rows r of the reference's, and the sum over
 ranks of gamma's and beta's gradients the reference's.
@@ -173,9 +173,10 @@ def main():
         for graph in (False, True):
             check_layer(-1, (3, 4), graph, sizes())
             check_layer(1, (4, 3), graph, sizes())
-        check_layer(-1, (5, 3), False, sizes(), mask=True)
-        check_layer(-1, (2, 3), True, sizes(even=2))
-        check_fit(sys.argv[1])
+        if hvd.size() == 2:  # the rest once, to keep the test cheap
+            check_layer(-1, (5, 3), False, sizes(), mask=True)
+            check_layer(-1, (2, 3), True, sizes(even=2))
+            check_fit(sys.argv[1])
     print(f"rank {hvd.rank()}: sync batch norm checks passed", flush=True)
 
 
