@@ -294,7 +294,7 @@ class DistributedGradientTape:
 
 def PartialDistributedGradientTape(tape: tf.GradientTape, local_layers: Any = None,
                                    **kwargs: Any) -> DistributedGradientTape:
-    """A ``DistributedGradientTape`` whose ``local_layers`` keep their own gradients (Horovod's name).
+    """Horovod's name: a ``DistributedGradientTape`` whose ``local_layers`` keep their gradients.
 
     ``local_layers``: a Keras layer or a list of them, whose trainable
     weights are local variables; the other arguments are

@@ -82,7 +82,7 @@ class LocalVariables:
         self._mark_derived()
 
     def follow(self, variable: Any, derived: Any) -> None:
-        """Makes ``derived`` (an optimizer's momentum for ``variable``) local when ``variable`` is."""
+        """Makes ``derived`` (e.g. an optimizer's momentum for ``variable``) local with it."""
         self._derived.append((variable, derived))
         if self.flags([variable])[0]:
             mark_local(derived)

@@ -64,7 +64,8 @@ def reference(size, momentum, scale_local):
 
 
 def make_model():
-    model = keras.Sequential([keras.Input((INPUTS,)), keras.layers.Dense(HIDDEN, activation="tanh"),
+    model = keras.Sequential([keras.Input((INPUTS,)),
+                              keras.layers.Dense(HIDDEN, activation="tanh"),
                               keras.layers.Dense(OUTPUTS)])
     model.set_weights([w.astype("float32") for w in initial_weights()])
     return model
@@ -123,7 +124,7 @@ def check_checkpoint(model, directory):
 
 
 def check_tape(partial):
-    """A custom loop: DistributedGradientTape + register_local_var, or PartialDistributedGradientTape."""
+    """A custom loop: DistributedGradientTape + register_local_var, or the Partial tape."""
     model = make_model()
     head = model.layers[1]
     optimizer = keras.optimizers.SGD(LR)

@@ -3,7 +3,8 @@
 The reference is one process running keras.layers.BatchNormalization on the
 concatenation of every rank's batch (every rank builds it from the same
 seeds). Rank r's batch has 2 + r rows (uneven) unless a check says
-otherwise. At np=2 also: a mask, even batches, model.fit and saving. The loss is sum(output * W) for a fixed W over the global batch,
+otherwise; at np=2 also a mask, even batches, model.fit and saving. The
+loss is sum(output * W) for a fixed W over the global batch,
 so that its gradient is the sum over ranks of each rank's part: the input
 gradients of rank r must equal rows r of the reference's, and the sum over
 ranks of gamma's and beta's gradients the reference's.
@@ -108,7 +109,7 @@ def fit_model(layer_class):
 
 
 def check_fit(directory):
-    """model.fit (graph mode) with a DistributedOptimizer against one process on the whole batch."""
+    """model.fit (graph mode) with a DistributedOptimizer against one process, whole batch."""
     batch, steps, lr = 3, 3, 0.1
     size, rank = hvd.size(), hvd.rank()
     rng = np.random.RandomState(5)

@@ -29,7 +29,8 @@ def collect(targets: Mapping[str, List[Any]]) -> Dict[str, np.ndarray]:
             for index, variable in enumerate(variables) if is_local(variable)}
 
 
-def restore(state: Dict[str, np.ndarray], targets: Mapping[str, List[Any]]) -> Dict[str, np.ndarray]:
+def restore(state: Dict[str, np.ndarray],
+            targets: Mapping[str, List[Any]]) -> Dict[str, np.ndarray]:
     """Assigns the local variables' values found in ``state``; returns the rest of ``state``."""
     rest = {name: value for name, value in state.items() if not name.startswith(PREFIX)}
     for group, variables in targets.items():

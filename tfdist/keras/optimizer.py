@@ -331,7 +331,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
 
 def PartialDistributedOptimizer(optimizer: keras.optimizers.Optimizer, local_layers: Any = None,
                                 **kwargs: Any) -> keras.optimizers.Optimizer:
-    """A ``DistributedOptimizer`` whose ``local_layers`` keep their own gradients (Horovod's name).
+    """Horovod's name: a ``DistributedOptimizer`` whose ``local_layers`` keep their gradients.
 
     The other arguments are ``DistributedOptimizer``'s.
     """
