@@ -15,17 +15,18 @@ from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross
                             cross_size, init, is_initialized, link_cost, local_rank,
                             local_size, rank, shutdown, size, stats)
 from tfdist.gradient_tape import (Compression, DistributedGradientTape,  # noqa: F401
-                                  default_num_groups)
+                                  PartialDistributedGradientTape, default_num_groups)
+from tfdist.local_variables import is_local as is_local_variable
 from tfdist import checkpoint  # noqa: E402  (tfdist.checkpoint.save/restore after import tfdist)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError", "Product",
-    "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allgather_object",
+    "PartialDistributedGradientTape", "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allgather_object",
     "allreduce", "alltoall", "barrier", "broadcast", "broadcast_object", "broadcast_variables",
     "cross_rank", "cross_size", "default_num_groups", "grouped_allreduce",
-    "init", "is_initialized", "join", "link_cost", "local_rank", "local_rank_op", "local_size",
+    "init", "is_initialized", "is_local_variable", "join", "link_cost", "local_rank", "local_rank_op", "local_size",
     "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
     "stats",
 ]

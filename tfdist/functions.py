@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdist import _arguments, ops, runtime
+from tfdist.local_variables import is_local
 
 class _Sequence:
     """Numbers the helpers' calls; restarted by join() on every rank alike."""
@@ -49,11 +50,23 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
     order, dtypes and shapes) on every rank. Variables of one dtype travel
     together as one flat broadcast, so the cost is one collective per dtype,
     not one per variable. Works eagerly and inside ``tf.function``.
+
+    Raises ValueError if one of ``variables`` is a registered local variable
+    (``register_local_var``, ``local_layers=``): its value is meant to differ
+    between ranks, and the root's would overwrite it. Leave local variables
+    out (``tfdist.is_local_variable``), or broadcast before registering them.
     """
     if isinstance(variables, (tf.Variable, tf.Tensor)) or not hasattr(variables, "__iter__"):
         raise TypeError("variables must be a list of variables (e.g. model.variables), got "
                         f"{type(variables).__name__}")
     variables = list(variables)
+    local = [str(getattr(v, "path", None) or v.name) for v in variables if is_local(v)]
+    if local:
+        raise ValueError(
+            f"broadcast_variables was given {len(local)} local variable(s) ({', '.join(local)}), "
+            "whose values are each rank's own; broadcasting would replace them with rank "
+            f"{root_rank}'s. Leave them out, e.g. [v for v in variables if not "
+            "tfdist.is_local_variable(v)], or broadcast before registering them")
     _arguments.rank(root_rank, "root_rank", runtime.size())
     base = _next_name("broadcast_variables")
     by_dtype: Dict[tf.DType, List[tf.Variable]] = {}

@@ -15,16 +15,20 @@ gradients crosses the ranks; the Keras ``DistributedOptimizer`` and the
   before the sum and a multiplication by f/size after it, which keeps large
   float16 sums in range;
 - ``None`` gradients stay ``None``.
+
+``allreduce_shared_gradients`` leaves out the gradients of local variables
+(tfdist/local_variables.py): those stay on their rank.
 """
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import tensorflow as tf
 
 from tfdist import _arguments, ops, runtime
 from tfdist.compression import Compression, Compressor
+from tfdist.local_variables import LocalVariables
 
 
 def _label(variable) -> str:
@@ -159,6 +163,45 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
     return result
 
 
+def allreduce_shared_gradients(gradients: Sequence[Optional[tf.Tensor]],
+                               variables: Optional[Sequence],
+                               local: LocalVariables,
+                               scale_local_gradients: bool = True,
+                               op: ops.ReduceOp = ops.Average,
+                               **settings: Any) -> List[Optional[tf.Tensor]]:
+    """``allreduce_gradients`` for every gradient but those of ``local``'s variables.
+
+    A local variable's gradient stays this rank's own. With
+    ``scale_local_gradients`` and ``op=Average`` it is divided by the number
+    of ranks, as Horovod does, so that every variable's update is scaled as
+    if the ranks' losses were averaged. ``settings`` are
+    ``allreduce_gradients``' other keyword arguments. Without local variables
+    this is ``allreduce_gradients`` itself, with the same collective names.
+    """
+    gradients = list(gradients)
+    flags = local.flags(variables) if variables is not None else [False] * len(gradients)
+    if not any(flags):
+        return allreduce_gradients(gradients, variables, op=op, **settings)
+    shared = [i for i, flag in enumerate(flags) if not flag]
+    reduced = allreduce_gradients([gradients[i] for i in shared],
+                                  [variables[i] for i in shared], op=op, **settings)
+    result = list(gradients)
+    for i, value in zip(shared, reduced):
+        result[i] = value
+    if scale_local_gradients and ops.ReduceOp(op) == ops.Average and runtime.size() > 1:
+        for i, flag in enumerate(flags):
+            if flag and result[i] is not None:
+                result[i] = _divided(result[i], runtime.size())
+    return result
+
+
+def _divided(gradient, divisor: int):
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values / tf.cast(divisor, gradient.values.dtype),
+                                gradient.indices, gradient.dense_shape)
+    return gradient / tf.cast(divisor, gradient.dtype)
+
+
 def _split(items: List[int], parts: int) -> List[List[int]]:
     """``items`` in at most ``parts`` contiguous, nearly equal, non-empty groups."""
     parts = min(parts, len(items))
@@ -182,12 +225,19 @@ class DistributedGradientTape:
     Everything else (``watch``, ``jacobian``, the context manager) is the
     wrapped tape's. The collective names come from the sources' positions and
     names, so every rank must ask for the gradients of the same sources.
+
+    Local variables (``local_layers``' trainable weights, and variables
+    given to ``register_local_var``) keep this rank's own gradient, divided
+    by the number of ranks when ``scale_local_gradients`` and
+    ``op=Average`` (Horovod's rule). Every rank must register the same
+    variables.
     """
 
     def __init__(self, tape: tf.GradientTape, op: ops.ReduceOp = ops.Average,
                  compression: Compressor = Compression.none, sparse_as_dense: bool = False,
                  gradient_predivide_factor: float = 1.0, num_groups: Optional[int] = None,
-                 name: str = "tfdist.tape") -> None:
+                 name: str = "tfdist.tape", local_layers: Any = None,
+                 scale_local_gradients: bool = True) -> None:
         if not isinstance(tape, tf.GradientTape):
             raise TypeError("tape must be a tf.GradientTape (used as `with tf.GradientTape() "
                             f"as tape:`), got {type(tape).__name__}")
@@ -197,6 +247,9 @@ class DistributedGradientTape:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
         validate_reduction(op, gradient_predivide_factor, num_groups)
+        _arguments.boolean(scale_local_gradients, "scale_local_gradients")
+        self._local = LocalVariables(local_layers)
+        self._scale_local_gradients = scale_local_gradients
         self._tape = tape
         self._op = op
         self._compression = compression
@@ -212,11 +265,20 @@ class DistributedGradientTape:
                                     unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_local = tf.nest.flatten(local, expand_composites=False)
-        reduced = allreduce_gradients(
-            flat_local, flat_sources, prefix=self._name, op=self._op,
+        reduced = allreduce_shared_gradients(
+            flat_local, flat_sources, self._local, self._scale_local_gradients,
+            prefix=self._name, op=self._op,
             compression=self._compression, sparse_as_dense=self._sparse_as_dense,
             gradient_predivide_factor=self._predivide, num_groups=self._num_groups)
         return tf.nest.pack_sequence_as(local, reduced) if local is not None else None
+
+    def register_local_var(self, variable) -> None:
+        """Keeps ``variable``'s gradient on this rank (not combined across ranks)."""
+        self._local.register(variable)
+
+    def register_local_source(self, source) -> None:
+        """Horovod's name for ``register_local_var``."""
+        self._local.register(source)
 
     def __enter__(self):
         self._tape.__enter__()
@@ -228,3 +290,14 @@ class DistributedGradientTape:
     def __getattr__(self, attribute: str):
         # watch(), stop_recording(), jacobian(), ... are the wrapped tape's.
         return getattr(self._tape, attribute)
+
+
+def PartialDistributedGradientTape(tape: tf.GradientTape, local_layers: Any = None,
+                                   **kwargs: Any) -> DistributedGradientTape:
+    """Horovod's name: a ``DistributedGradientTape`` whose ``local_layers`` keep their gradients.
+
+    ``local_layers``: a Keras layer or a list of them, whose trainable
+    weights are local variables; the other arguments are
+    ``DistributedGradientTape``'s.
+    """
+    return DistributedGradientTape(tape, local_layers=local_layers, **kwargs)

@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tfdist import ops, runtime
-from tfdist.checkpoint import file_format, loader, messages, model_build, writer
+from tfdist.checkpoint import file_format, loader, local_state, messages, model_build, writer
 from tfdist.checkpoint.errors import CheckpointError
 from tfdist.checkpoint.snapshot import SnapshotBuffers
 from tfdist.preemption import PREEMPTED_EXIT_CODE, preempted, restart_count
@@ -127,7 +127,8 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
     states included), the optimizer's variables (``model.optimizer`` when
     ``optimizer`` is None), ``variables``, ``step``, ``extra`` (a
     JSON-serialisable dict, e.g. the epoch and data position) and every
-    rank's ``tfdist.runtime.rank_state()``. Training waits only while rank 0
+    rank's ``tfdist.runtime.rank_state()`` and values of local variables
+    (``register_local_var``). Training waits only while rank 0
     copies the values to host memory; with ``blocking=False`` the file is
     written in the background (``wait()`` waits for it), with
     ``blocking=True`` every rank returns once it is durable. The newest
@@ -147,7 +148,8 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
     targets = _targets(model, optimizer, variables)
     # A save waits for the previous one; if that failed, every rank raises.
     pending_failure = _pending_failure() if runtime.rank() == 0 else ""
-    states, pending_failure = _gather_states(file_format.serialize_arrays(runtime.rank_state()),
+    own_state = {**runtime.rank_state(), **local_state.collect(targets)}
+    states, pending_failure = _gather_states(file_format.serialize_arrays(own_state),
                                              pending_failure, "tfdist.checkpoint.save")
     if pending_failure:
         raise CheckpointError(pending_failure)
@@ -202,7 +204,8 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     both shapes, and changes nothing.
     Per-rank state comes back to each rank when the job has as many ranks as
     the one that saved; otherwise it is reset (``restore_rank_state({})``)
-    with a warning.
+    with a warning. Local variables get each rank's own saved value under
+    the same condition, and rank 0's otherwise.
     """
     _targets(model, optimizer, variables)  # builds the optimizer of a built model, as before
 

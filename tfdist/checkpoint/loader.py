@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import tensorflow as tf
 
 from tfdist import runtime
-from tfdist.checkpoint import file_format, matching, messages, transfer, writer
+from tfdist.checkpoint import file_format, local_state, matching, messages, transfer, writer
 from tfdist.checkpoint.errors import CheckpointError
 from tfdist.checkpoint.snapshot import SnapshotBuffers
 
@@ -178,7 +178,7 @@ def _load_file(header: Mapping[str, Any], targets_for: TargetsFor,
         variable.assign(value)
     if contents is not None:
         snapshot.adopt(contents.groups)
-    _restore_rank_states(header, contents)
+    _restore_rank_states(header, contents, targets)
     return {}
 
 
@@ -260,7 +260,8 @@ def _broadcast_verdict(verdict: Optional[Verdict]) -> Verdict:
 
 
 def _restore_rank_states(header: Mapping[str, Any],
-                         contents: Optional[file_format.Contents]) -> None:
+                         contents: Optional[file_format.Contents],
+                         targets: Mapping[str, List[Any]]) -> None:
     size = runtime.size()
     if header["world_size"] != size:
         if header["rank_state_arrays"] and runtime.rank() == 0:
@@ -280,4 +281,5 @@ def _restore_rank_states(header: Mapping[str, Any],
         received = messages.broadcast_bytes(blob, f"tfdist.checkpoint.restore.rank_state.{rank}")
         if rank == runtime.rank():
             mine = received
-    runtime.restore_rank_state(file_format.deserialize_arrays(mine) if mine else {})
+    state = file_format.deserialize_arrays(mine) if mine else {}
+    runtime.restore_rank_state(local_state.restore(state, targets))

@@ -15,10 +15,12 @@ from tfdist.compression import Compression
 from tfdist.gradient_tape import DistributedGradientTape
 from tfdist.keras import callbacks
 from tfdist.functions import broadcast_variables
-from tfdist.keras.optimizer import DistributedOptimizer
+from tfdist.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer
 from tfdist.keras.saving import load_model
+from tfdist.keras.sync_batch_norm import SyncBatchNormalization
 
 __all__ = list(_tfdist_all) + [
-    "Compression", "DistributedGradientTape", "DistributedOptimizer", "broadcast_variables",
+    "Compression", "DistributedGradientTape", "DistributedOptimizer",
+    "PartialDistributedOptimizer", "SyncBatchNormalization", "broadcast_variables",
     "callbacks", "load_model",
 ]

@@ -23,7 +23,8 @@ import tensorflow as tf
 
 from tfdist import _arguments, ops
 from tfdist.compression import Compression, Compressor
-from tfdist.gradient_tape import allreduce_gradients, validate_reduction
+from tfdist.gradient_tape import allreduce_shared_gradients, validate_reduction
+from tfdist.local_variables import LocalVariables
 
 # The settings DistributedOptimizer adds to the optimizer's config, with defaults.
 _SETTING_DEFAULTS: Dict[str, Any] = {
@@ -129,6 +130,8 @@ class DistributedOptimizerMixin:
         super().__init__(*args, **kwargs)
         self._tfdist_settings = settings
         self._tfdist_accumulator: Optional[_LocalAccumulator] = None
+        self._tfdist_local = LocalVariables()
+        self._tfdist_scale_local_gradients = True
         inner = getattr(self, "inner_optimizer", None)
         if isinstance(inner, DistributedOptimizerMixin):
             # A LossScaleOptimizer restored with the distributed classes in
@@ -151,6 +154,19 @@ class DistributedOptimizerMixin:
                        if value != _SETTING_DEFAULTS[key]})
         return config
 
+    # Local variables (tfdist/local_variables.py): their gradients stay on
+    # their rank, and so do the optimizer variables made for them (momenta),
+    # which are marked local too so that checkpoints keep them per rank.
+
+    def register_local_var(self, variable: Any) -> None:
+        """Keeps ``variable``'s gradient (and its optimizer state) on this rank."""
+        self._tfdist_local.register(variable)
+
+    def add_variable_from_reference(self, reference_variable: Any, *args: Any, **kwargs: Any):
+        slot = super().add_variable_from_reference(reference_variable, *args, **kwargs)
+        self._tfdist_local.follow(reference_variable, slot)
+        return slot
+
     def build(self, variables: Sequence) -> None:
         super().build(variables)
         if self._tfdist_settings.backward_passes_per_step > 1 and self._tfdist_accumulator is None:
@@ -170,8 +186,11 @@ class DistributedOptimizerMixin:
 
     def _allreduce(self, grads: List, variables: Optional[List]) -> List:
         settings = self._tfdist_settings
-        return allreduce_gradients(
-            grads, variables, prefix=f"tfdist.{self.name}", op=settings.op,
+        if variables is None and self._tfdist_local.variables() and self.built:
+            variables = list(self._trainable_variables)  # what Keras applies them to
+        return allreduce_shared_gradients(
+            grads, variables, self._tfdist_local, self._tfdist_scale_local_gradients,
+            prefix=f"tfdist.{self.name}", op=settings.op,
             compression=settings.compression, sparse_as_dense=settings.sparse_as_dense,
             gradient_predivide_factor=settings.gradient_predivide_factor,
             num_groups=settings.num_groups)
@@ -248,7 +267,9 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
                          average_aggregated_gradients: bool = False,
                          sparse_as_dense: bool = False,
                          gradient_predivide_factor: float = 1.0,
-                         num_groups: Optional[int] = None) -> keras.optimizers.Optimizer:
+                         num_groups: Optional[int] = None,
+                         local_layers: Any = None,
+                         scale_local_gradients: bool = True) -> keras.optimizers.Optimizer:
     """Returns ``optimizer`` made data-parallel: gradients are averaged across ranks before use.
 
     The result is an instance of the optimizer's own class, configured like
@@ -275,6 +296,14 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
       num_groups: submit the gradients as this many grouped allreduces (0:
         one by one; None: ``tfdist.default_num_groups()``, 1 on CPUs, 0 with
         GPUs).
+      local_layers: a Keras layer or a list of them whose trainable weights
+        are local: their gradients are not combined across ranks (per-rank
+        heads, embeddings). ``register_local_var(variable)`` adds one more.
+        Neither is saved in the optimizer's config: register them again
+        after loading a model.
+      scale_local_gradients: with ``op=Average``, divide local gradients by
+        the number of ranks, as Horovod does (the update then has the scale
+        of the averaged ones).
     """
     if isinstance(optimizer, DistributedOptimizerMixin):
         raise ValueError("the optimizer is already a DistributedOptimizer")
@@ -293,7 +322,20 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
     if name is not None:
         config["name"] = name
     config.update(settings.to_config())
-    return distributed_class(type(optimizer)).from_config(config)
+    distributed = distributed_class(type(optimizer)).from_config(config)
+    _arguments.boolean(scale_local_gradients, "scale_local_gradients")
+    distributed._tfdist_local = LocalVariables(local_layers)
+    distributed._tfdist_scale_local_gradients = scale_local_gradients
+    return distributed
+
+
+def PartialDistributedOptimizer(optimizer: keras.optimizers.Optimizer, local_layers: Any = None,
+                                **kwargs: Any) -> keras.optimizers.Optimizer:
+    """Horovod's name: a ``DistributedOptimizer`` whose ``local_layers`` keep their gradients.
+
+    The other arguments are ``DistributedOptimizer``'s.
+    """
+    return DistributedOptimizer(optimizer, local_layers=local_layers, **kwargs)
 
 
 def distributed_custom_objects(
