@@ -178,13 +178,40 @@ def expect_broadcast_error(action, what):
 def check_broadcast_refuses_local(model):
     expect_broadcast_error(lambda: hvd.broadcast_variables(model.variables, 0),
                            "broadcast_variables")
+    # The callback broadcasts the global (non-local) variables only: each head stays its
+    # rank's own, and the shared body is rank 0's.
+    assert any(hvd.is_local_variable(v) for v in model.variables), "no local variables"
+    shared = next(v for v in model.variables if not hvd.is_local_variable(v))
+    if hvd.rank() != 0:  # the broadcast must undo this
+        shared.assign_add(tf.ones_like(shared))
     x, y = rank_data(hvd.rank())
-    expect_broadcast_error(
-        lambda: model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
-                          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)]),
-        "BroadcastGlobalVariablesCallback")
-    # The documented way: everything but the local variables.
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, steps_per_epoch=1,
+              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                         _AfterBroadcast(model)])
+    # The documented way by hand: everything but the local variables.
     hvd.broadcast_variables([v for v in model.variables if not hvd.is_local_variable(v)], 0)
+
+
+class _AfterBroadcast(keras.callbacks.Callback):
+    """Right after the broadcast: global variables equal rank 0's, local ones this rank's."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.before = [(hvd.is_local_variable(v), v.numpy().copy()) for v in model.variables]
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch != 0:
+            return
+        for (local, before), variable in zip(self.before, self.model.variables):
+            now = variable.numpy()
+            if local:
+                np.testing.assert_array_equal(now, before)
+            gathered = hvd.allgather(tf.constant(now[None])).numpy()
+            same = all(np.array_equal(gathered[0], g) for g in gathered[1:])
+            if local:
+                assert not same, f"local {variable.path} was made equal on every rank"
+            else:
+                assert same, f"global {variable.path} differs between ranks after the broadcast"
 
 
 def main():

@@ -17,7 +17,7 @@ collectives have no XLA kernels.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import keras
 import numpy as np
@@ -26,6 +26,7 @@ import tensorflow as tf
 from tfdist import _arguments, checkpoint, ops, preemption, runtime
 from tfdist.config import LaunchInfo
 from tfdist.functions import broadcast_variables
+from tfdist.local_variables import is_local as is_local_variable
 
 
 def turn_off_xla(model: keras.Model) -> None:
@@ -53,6 +54,10 @@ def _build_optimizer(model: keras.Model) -> None:
         optimizer.build(model.trainable_variables)
 
 
+def _global_only(variables: List[Any]) -> List[Any]:
+    return [v for v in variables if not is_local_variable(v)]
+
+
 class BroadcastGlobalVariablesCallback(TfdistCallback):
     """Copies ``root_rank``'s model and optimizer variables to every rank when training starts.
 
@@ -60,6 +65,10 @@ class BroadcastGlobalVariablesCallback(TfdistCallback):
     Input is built in its first step), the copy happens before the second
     batch instead, as Horovod's after the first; from then on all ranks hold
     the same state either way.
+
+    Local variables (``register_local_var``, ``local_layers=``) are left out:
+    they are the ones meant to differ between ranks, and "global" names the
+    rest. ``broadcast_variables`` called directly with a local variable raises.
 
     It has no batch-end hook on purpose: one would make Keras fetch the logs
     to Python after every step and stop it from dispatching steps ahead,
@@ -74,9 +83,9 @@ class BroadcastGlobalVariablesCallback(TfdistCallback):
     def _broadcast(self) -> None:
         model = self.model
         _build_optimizer(model)
-        broadcast_variables(model.variables, self.root_rank)
+        broadcast_variables(_global_only(model.variables), self.root_rank)
         if model.optimizer is not None:
-            broadcast_variables(model.optimizer.variables, self.root_rank)
+            broadcast_variables(_global_only(model.optimizer.variables), self.root_rank)
         self.broadcast_done = True
 
     def on_train_begin(self, logs: Optional[Dict] = None) -> None:
