@@ -5,10 +5,15 @@ of the same steps: one taken on a busy machine (here: the real file with
 every time made 20x slower) is measured again and the file rewritten, while
 one faster than the machine is now (every time 1/4) is kept as it is, since a
 busy moment must not replace a good calibration.
+
+Only rank 0 reads and writes the cache. A rank whose HOME cannot hold the
+default directory (its parent is a regular file: as root, permissions would
+not stop a write) must not make init() fail; a cache rank 0 cannot write is
+one warning line, and leaves no temporary file behind.
 """
 import json
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 from mpi_harness import run_workers
 
@@ -46,11 +51,31 @@ def write_scaled(path: Path, values: List[float], factor: float) -> List[float]:
     return scaled
 
 
+WARNING = "tfdist: warning: the link-cost calibration was not cached"
+
+
 def link_cost(directory: Path) -> dict:
     output = run_workers("calibration_cache_worker.py", 2, timeout=120,
                          env={"TFDIST_CALIBRATION_CACHE_DIR": str(directory)})
     line = next(line for line in output.splitlines() if line.startswith("LINK_COST "))
     return json.loads(line[len("LINK_COST "):])
+
+
+def run_with_homes(homes: Dict[int, Path]) -> str:
+    """The worker with each rank's own HOME and the default cache directory under it."""
+    args = [f"--home={rank}={home}" for rank, home in homes.items()]
+    # Empty: unset, so that the default under HOME applies whatever the caller's
+    # environment says.
+    output = run_workers("calibration_cache_worker.py", 2, args=args, timeout=120,
+                         env={"TFDIST_CALIBRATION_CACHE_DIR": ""})
+    assert any(line.startswith("LINK_COST ") for line in output.splitlines()), output[-4000:]
+    return output
+
+
+def unusable_home(tmp_path: Path) -> Path:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a regular file where a directory would have to be\n")
+    return blocker / "home"
 
 
 def test_a_slow_cache_is_measured_again_and_a_fast_one_kept(tmp_path):
@@ -73,3 +98,31 @@ def test_a_slow_cache_is_measured_again_and_a_fast_one_kept(tmp_path):
     assert after == fast, "a cache faster than the check was rewritten"
     assert abs(kept["latency_s"] - 0.25 * remeasured["latency_s"]) <= 1e-3 * kept["latency_s"] + 1e-15, (
         remeasured, kept)
+
+
+def test_a_rank_without_a_writable_home_does_not_stop_init(tmp_path):
+    home = tmp_path / "home0"
+    output = run_with_homes({0: home, 1: unusable_home(tmp_path)})
+    assert WARNING not in output, output[-4000:]
+    cache = home / ".cache" / "tfdist"
+    files = sorted(path.name for path in cache.iterdir())
+    assert len(files) == 1 and files[0].startswith("linkcost-"), files
+    seconds_slots(read_cache(cache)[1])  # a whole StepCosts
+
+    # Rank 0 cannot replace the file (a directory stands in its way): one
+    # warning, init goes on, and no temporary file is left behind.
+    target = cache / files[0]
+    target.unlink()
+    (target / "occupied").mkdir(parents=True)
+    output = run_with_homes({0: home, 1: unusable_home(tmp_path)})
+    warnings = [line for line in output.splitlines() if WARNING in line]
+    assert len(warnings) == 1 and "rename" in warnings[0], output[-4000:]
+    assert sorted(path.name for path in cache.iterdir()) == files, list(cache.iterdir())
+
+
+def test_rank_zero_without_a_writable_home_warns_and_measures(tmp_path):
+    home = tmp_path / "home1"
+    output = run_with_homes({0: unusable_home(tmp_path), 1: home})
+    warnings = [line for line in output.splitlines() if WARNING in line]
+    assert len(warnings) == 1 and "cannot create" in warnings[0], output[-4000:]
+    assert not (home / ".cache" / "tfdist").exists(), "a rank other than 0 wrote the cache"

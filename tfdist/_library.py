@@ -61,7 +61,7 @@ def control() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(LIBRARY_PATH))
     lib.tfdist_init.argtypes = [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
     lib.tfdist_init.restype = ctypes.c_int
-    lib.tfdist_shutdown.argtypes = []
+    lib.tfdist_shutdown.argtypes = [ctypes.c_char_p]
     lib.tfdist_shutdown.restype = None
     lib.tfdist_is_initialized.restype = ctypes.c_int
     lib.tfdist_topology.argtypes = [ctypes.POINTER(ctypes.c_int)]

@@ -63,7 +63,8 @@ class RuntimeSettings:
     emulated_bandwidth: Optional[float] = None
     #: Emulated latency (s) of every link between hosts, with emulated_bandwidth.
     emulated_latency: Optional[float] = None
-    #: Where the measured link cost is cached; empty disables the cache.
+    #: Where the measured link cost is cached (read and written by rank 0 only, which
+    #: creates it; if it cannot, it warns and measures at every init); empty disables it.
     calibration_cache_dir: str = str(Path.home() / ".cache" / "tfdist")
     #: Chrome-trace timeline path (".<rank>" is appended when size > 1).
     timeline: str = ""
@@ -124,12 +125,9 @@ class RuntimeSettings:
 
     def to_runtime_string(self) -> str:
         """The "key=value;..." form the C++ runtime parses (cc/core/runtime/config.cc)."""
-        cache_dir = self.calibration_cache_dir
-        if cache_dir:
-            try:
-                Path(cache_dir).mkdir(parents=True, exist_ok=True)
-            except OSError:
-                cache_dir = ""  # an unwritable cache only costs a re-measurement
+        # Only rank 0 uses the cache directory, and creates it when it writes
+        # (cc/core/runtime/calibration.cc): a rank whose HOME cannot hold it
+        # must not make init fail, nor make the ranks' settings differ.
         pairs = {
             "algorithm": self.allreduce_algorithm,
             "fusion_threshold": self.fusion_threshold,
@@ -142,7 +140,7 @@ class RuntimeSettings:
             "reduce_seconds_per_byte": self.reduce_seconds_per_byte,
             "inter_host_latency_seconds": self.inter_host_latency,
             "inter_host_seconds_per_byte": self.inter_host_seconds_per_byte,
-            "calibration_cache_dir": cache_dir,
+            "calibration_cache_dir": self.calibration_cache_dir,
             "timeline": self.timeline,
             "debug_log": int(self.debug),
         }

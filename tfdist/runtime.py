@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import sys
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -50,14 +51,32 @@ def _register_exit_handler() -> None:
     # mpi4py finalizes MPI at exit; handlers run last-registered first, and
     # this one is registered after mpi4py's, so the runtime stops before MPI.
     if not getattr(_register_exit_handler, "done", False):
-        atexit.register(shutdown)
+        atexit.register(_shutdown_at_exit)
         _register_exit_handler.done = True  # type: ignore[attr-defined]
 
 
 def shutdown() -> None:
     """Stops the runtime. Collectives still waiting fail; later ones raise until init()."""
     if _library.LIBRARY_PATH.exists():
-        _library.control().tfdist_shutdown()
+        _library.control().tfdist_shutdown(None)
+
+
+def _shutdown_at_exit() -> None:
+    # The process is ending without shutdown(): the other ranks' waiting
+    # collectives fail with this, so it must say what happened here. The
+    # interpreter records an uncaught exception before it runs atexit
+    # handlers; a SystemExit's code it does not keep, but the launcher
+    # reports every rank's exit code.
+    if not _library.LIBRARY_PATH.exists() or not is_initialized():
+        return
+    error = getattr(sys, "last_value", None)
+    if error is not None:
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        why = f"is exiting after an uncaught {text}"
+    else:
+        why = ("is exiting without calling tfdist.shutdown() (its script ended or called "
+               "sys.exit(); the launcher reports its exit code)")
+    _library.control().tfdist_shutdown(why.encode(errors="replace"))
 
 
 def is_initialized() -> bool:

@@ -401,7 +401,14 @@ TFDIST_TEST(RuntimeShutdownFailsWaitingCollectivesWithoutHanging) {
   const Status status_b = b->Wait();
   CHECK(status_a.code() == StatusCode::kAborted);
   CHECK(status_b.code() == StatusCode::kAborted);
-  CHECK_EQ_MSG(status_a.message().find("shut down") != std::string::npos, true, status_a.message());
+  // The survivors are told who stopped and why, and that they stop because of it.
+  for (const Status* status : {&status_a, &status_b}) {
+    CHECK_EQ_MSG(status->message().find("rank 2 called tfdist.shutdown()") != std::string::npos &&
+                     status->message().find("stops too") != std::string::npos,
+                 true, status->message());
+  }
+  CHECK_EQ_MSG(status_a.message().find("this rank (0)") != std::string::npos, true,
+               status_a.message());
   // Every rank stopped, and says why when asked for more.
   for (int r = 0; r < kSize; ++r) {
     std::unique_ptr<Pending> late = SubmitAllreduce(cluster[r], "y", 0, 4);

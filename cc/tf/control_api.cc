@@ -141,10 +141,15 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   return 0;
 }
 
-void tfdist_shutdown() {
+// `why` (or nullptr: the user called tfdist.shutdown()) completes "rank N
+// ..." in the other ranks' errors: what this rank is doing by stopping.
+void tfdist_shutdown(const char* why) {
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   tfdist::SetCurrentRuntime(tfdist::RuntimeHandle());
-  if (handle.runtime) handle.runtime->Shutdown();
+  if (handle.runtime) {
+    handle.runtime->Shutdown(why != nullptr && *why != '\0' ? why
+                                                            : tfdist::Runtime::kShutdownCalled);
+  }
 }
 
 int tfdist_is_initialized() { return tfdist::CurrentRuntime().runtime ? 1 : 0; }

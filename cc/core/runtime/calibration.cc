@@ -1,9 +1,12 @@
 #include "cc/core/runtime/calibration.h"
 
-#include <cstdio>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,7 +14,8 @@
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/network_cost_codec.h"
 #include "cc/core/collectives/step_calibration.h"
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/core/transport/mpi_comm.h"
+#include "cc/core/transport/mpi_error.h"
 
 namespace tfdist {
 
@@ -20,25 +24,31 @@ namespace {
 // v5: step curves (v4 files hold the single (L, G, R) of an idle pair and
 // the memory costs). The measurement involves every rank of rank 0's
 // machine, so the name says how many there are and how many of them form
-// rank 0's (virtual) host, besides the hosts of ranks 0 and 1.
+// rank 0's (virtual) host, besides the hosts of ranks 0 and 1. Collective;
+// only rank 0's `dir` is used (only rank 0 reads and writes the cache), so
+// the ranks need not agree on it.
 Status CacheFileName(MpiTransport& transport, const HostLayout& hosts, const std::string& dir,
                      std::string* out) {
+  constexpr const char* kDuring = "naming the calibration cache";
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int length = 0;
-  MPI_Get_processor_name(name, &length);
+  int rc = MPI_Get_processor_name(name, &length);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Get_processor_name", kDuring);
   char peer[MPI_MAX_PROCESSOR_NAME] = {0};
   if (transport.rank() == 1) {
     TFDIST_RETURN_IF_ERROR(transport.Send(0, name, sizeof name, 0));
   } else if (transport.rank() == 0) {
     TFDIST_RETURN_IF_ERROR(transport.Recv(1, peer, sizeof peer, 0));
   }
-  MPI_Comm node;
-  const int rc =
-      MPI_Comm_split_type(transport.comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_split_type");
+  OwnedComm machine;
+  TFDIST_RETURN_IF_ERROR(SplitByMachine(transport.comm(), 0, kDuring, &machine));
   int on_machine = 1;
-  MPI_Comm_size(node, &on_machine);
-  MPI_Comm_free(&node);
+  rc = MPI_Comm_size(machine.get(), &on_machine);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_size", kDuring, machine.get());
+  if (dir.empty()) {
+    out->clear();
+    return Status::OK();
+  }
   *out = dir + "/linkcost-v5-" + std::string(name) + "-" + std::string(peer) + "-" +
          std::to_string(on_machine) + "on-machine-" + std::to_string(hosts.local_size(0)) +
          "on-host.txt";
@@ -57,18 +67,39 @@ bool ReadCache(const std::string& file, StepCosts* out) {
   return true;
 }
 
-void WriteCache(const std::string& file, const StepCosts& costs) {
+// Writes the cache, creating its directory. Write then rename, so that a
+// reader never sees half a file; on any failure the temporary file is
+// removed and the reason returned.
+Status WriteCache(const std::string& file, const StepCosts& costs) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path(), error);
+  if (error) {
+    return Status::Internal("cannot create " + std::filesystem::path(file).parent_path().string() +
+                            ": " + error.message());
+  }
   std::vector<double> values;
   AppendStepCosts(costs, &values);
-  // Write then rename, so that a reader never sees half a file.
   const std::string temporary = file + ".tmp" + std::to_string(::getpid());
+  bool written = false;
   {
     std::ofstream outfile(temporary);
-    outfile.precision(17);
-    for (double value : values) outfile << value << "\n";
-    if (!outfile) return;
+    if (outfile) {
+      outfile.precision(17);
+      for (double value : values) outfile << value << "\n";
+      outfile.close();
+      written = !outfile.fail();
+    }
   }
-  std::rename(temporary.c_str(), file.c_str());
+  if (!written) {
+    std::filesystem::remove(temporary, error);
+    return Status::Internal("cannot write " + temporary);
+  }
+  if (std::rename(temporary.c_str(), file.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::filesystem::remove(temporary, error);
+    return Status::Internal("cannot rename " + temporary + " to " + file + ": " + reason);
+  }
+  return Status::OK();
 }
 
 // Rank 0's step costs for every rank, or false on every rank if it has none.
@@ -105,10 +136,8 @@ constexpr double kStaleCacheSlowdown = 1.5;
 Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
                           const RuntimeConfig& config, StepCosts* out) {
   std::string cache_file;
-  if (!config.calibration_cache_dir.empty()) {
-    TFDIST_RETURN_IF_ERROR(
-        CacheFileName(transport, hosts, config.calibration_cache_dir, &cache_file));
-  }
+  TFDIST_RETURN_IF_ERROR(
+      CacheFileName(transport, hosts, config.calibration_cache_dir, &cache_file));
   // Rank 0 says whether it found a cached value, and which.
   StepCosts cached;
   const bool read = transport.rank() == 0 && !cache_file.empty() && ReadCache(cache_file, &cached);
@@ -124,7 +153,18 @@ Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
   }
   TFDIST_RETURN_IF_ERROR(MeasureStepCosts(transport, hosts, LinkClass::kIntraHost,
                                           IntraHostCalibrationSizes(), out));
-  if (transport.rank() == 0 && !cache_file.empty()) WriteCache(cache_file, *out);
+  if (transport.rank() == 0 && !cache_file.empty()) {
+    // A cache that cannot be written costs the next init a measurement,
+    // nothing more: one line says so, and init goes on.
+    const Status written = WriteCache(cache_file, *out);
+    if (!written.ok()) {
+      std::fprintf(stderr,
+                   "tfdist: warning: the link-cost calibration was not cached (%s); set "
+                   "TFDIST_CALIBRATION_CACHE_DIR to a writable directory, or to the empty "
+                   "string to turn the cache off\n",
+                   written.message().c_str());
+    }
+  }
   return Status::OK();
 }
 

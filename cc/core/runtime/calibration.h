@@ -4,7 +4,10 @@
 // linear model), read from a cache, or measured (step_calibration.h) and then
 // cached; the cache is named after the first two ranks' hosts and how many
 // ranks share rank 0's machine and host, since every rank of the machine
-// takes part. Between hosts (jobs on several real or virtual hosts): given by
+// takes part. Only rank 0 reads and writes the cache, creating its directory
+// (TFDIST_CALIBRATION_CACHE_DIR, by default ~/.cache/tfdist) when it writes;
+// a cache that cannot be written is one warning on rank 0's stderr, never
+// an error, and the other ranks' directories do not matter. Between hosts (jobs on several real or virtual hosts): given by
 // the user (TFDIST_INTER_HOST_LATENCY and TFDIST_INTER_HOST_SECONDS_PER_BYTE)
 // or measured at every init, over the transport the collectives use, so with
 // emulated links it measures the emulated link. Every rank gets rank 0's

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/validation.h"
@@ -20,6 +22,30 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSettle = std::chrono::microseconds(100);
 // Rounds per second of a rank with nothing to do: 10, about 0.1% of a core.
 constexpr double kIdleTickMs = 100.0;
+
+// Why the runtime stops after a round in which ranks asked to: which
+// ranks, and why each did (their Shutdown's `why`).
+std::string ShutdownMessage(const std::vector<std::pair<int, std::string>>& stopping, int me) {
+  bool me_too = false;
+  for (const auto& entry : stopping) me_too = me_too || entry.first == me;
+  std::string text = me_too ? "tfdist was shut down: " : "tfdist stopped because ";
+  for (size_t i = 0; i < stopping.size(); ++i) {
+    const int r = stopping[i].first;
+    if (i > 0) text += "; ";
+    text += (r == me ? "this rank (" + std::to_string(r) + ")" : "rank " + std::to_string(r)) +
+            " " + stopping[i].second;
+  }
+  text += me_too ? ", before this collective could run"
+                 : "; so this rank (" + std::to_string(me) +
+                       ") stops too, and this collective could not run";
+  return text + " (collectives fail until tfdist.init() is called again)";
+}
+
+// A failure that stops this rank's runtime, saying so.
+Status StoppedBecause(const Status& failure, int me) {
+  return Status(failure.code(), failure.message() + "; tfdist stopped on this rank (" +
+                                    std::to_string(me) + ") because of it");
+}
 
 }  // namespace
 
@@ -77,9 +103,11 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_ || shutdown_requested_) {
       return Status::FailedPrecondition(
-          "tfdist has been shut down; call tfdist.init() again before using collectives" +
-          (stopped_because_.ok() ? std::string()
-                                 : " (it stopped because: " + stopped_because_.message() + ")"));
+          stopped_because_.ok()
+              ? "tfdist has been shut down; call tfdist.init() again before using collectives"
+              : "tfdist has stopped on this rank, and no collective can run until "
+                "tfdist.init() is called again; it stopped because: " +
+                    stopped_because_.message());
     }
     TFDIST_RETURN_IF_ERROR(CheckJoinLocked(requests));
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -115,9 +143,10 @@ Status Runtime::CheckJoinLocked(const std::vector<Request>& requests) const {
   return Status::OK();
 }
 
-void Runtime::Shutdown() {
+void Runtime::Shutdown(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!shutdown_requested_) shutdown_why_ = why.empty() ? kShutdownCalled : why;
     shutdown_requested_ = true;
   }
   wake_.notify_one();
@@ -213,10 +242,12 @@ bool Runtime::WaitForWork() {
 bool Runtime::RunRoundLocked() {
   std::vector<Request> fresh;
   bool want_shutdown = false;
+  std::string shutdown_why;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fresh.swap(queue_);
     want_shutdown = shutdown_requested_;
+    if (want_shutdown) shutdown_why = shutdown_why_;
   }
   std::vector<Announcement> announcements;
   announcements.reserve(fresh.size());
@@ -246,8 +277,10 @@ bool Runtime::RunRoundLocked() {
       timeline_.Complete(tensor.name, "NEGOTIATE", start, 1, 0, "");
     }
   }
+  Status shutdown_reason;
+  if (status.ok() && result.shutdown) status = ExplainShutdown(shutdown_why, &shutdown_reason);
   if (!status.ok()) {
-    stop_reason_ = status;
+    stop_reason_ = StoppedBecause(status, rank());
     return false;
   }
   stats_.negotiation_rounds++;
@@ -257,9 +290,7 @@ bool Runtime::RunRoundLocked() {
   Execute(result.ready);
   if (!stop_reason_.ok()) return false;
   if (result.shutdown) {
-    stop_reason_ = Status::Aborted(
-        "tfdist was shut down (tfdist.shutdown() was called on some rank) "
-        "before this collective could run");
+    stop_reason_ = shutdown_reason;
     return false;
   }
   return InspectStalls();
@@ -327,7 +358,10 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
     // A failed transfer leaves the ranks out of step: nothing later can be
     // trusted, so the runtime stops and every waiting op gets the error.
     if (status.code() == StatusCode::kInternal) {
-      stop_reason_ = status;
+      stop_reason_ = StoppedBecause(
+          Status(status.code(), "tfdist: " + std::string(CollectiveTypeName(first.description.type)) +
+                                    " '" + first.name + "' failed: " + status.message()),
+          rank());
       return;
     }
   }
@@ -348,6 +382,23 @@ void Runtime::Complete(Request& request, const Status& status) {
     if (join) join_pending_ = false;
   }
   if (done) done(status);
+}
+
+Status Runtime::ExplainShutdown(const std::string& mine, Status* reason) {
+  // Only in the rare round that stops the job: one more allgather of a
+  // few words is nothing against the user's message being true.
+  std::vector<std::vector<uint8_t>> per_rank;
+  TFDIST_RETURN_IF_ERROR(control_plane_.Allgatherv(
+      std::vector<uint8_t>(mine.begin(), mine.end()), WaitKind::kIdle, &per_rank));
+  std::vector<std::pair<int, std::string>> stopping;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    if (!per_rank[r].empty()) {
+      stopping.emplace_back(static_cast<int>(r),
+                            std::string(per_rank[r].begin(), per_rank[r].end()));
+    }
+  }
+  *reason = Status::Aborted(ShutdownMessage(stopping, rank()));
+  return Status::OK();
 }
 
 void Runtime::FailAllInFlight(const Status& status) {

@@ -71,8 +71,12 @@ class Runtime {
   // same round. All or nothing: if one name is in flight, none is enqueued.
   Status EnqueueGroup(std::vector<Request> requests, bool wake_background = true);
   // Stops the background thread after a last round with the other ranks;
-  // requests still waiting fail with Aborted. Idempotent.
-  void Shutdown();
+  // requests still waiting fail with Aborted. Idempotent. `why` says, for
+  // the other ranks' errors, what this rank did: a phrase that follows
+  // "rank N" (kShutdownCalled when the user asked; the Python layer says
+  // when its process is exiting instead).
+  void Shutdown(const std::string& why = kShutdownCalled);
+  static constexpr const char* kShutdownCalled = "called tfdist.shutdown()";
   // Runs one round on the calling thread if no other thread is running one;
   // returns whether it did. An eager op calls this while it waits for its
   // own result, which saves the two thread hand-offs of the background path.
@@ -112,6 +116,10 @@ class Runtime {
   void Execute(const std::vector<ReadyTensor>& ready);
   void Complete(Request& request, const Status& status);
   void FailAllInFlight(const Status& status);
+  // After a round in which some rank asked to stop: every rank learns from
+  // every other why (their Shutdown's `why`), for the message its waiting
+  // collectives fail with. Collective over the control plane.
+  Status ExplainShutdown(const std::string& mine, Status* reason);
   // Reports stalls; false when the stall shutdown time passed (the job was
   // aborted, or must stop if the control plane's Abort returned).
   bool InspectStalls();
@@ -137,6 +145,7 @@ class Runtime {
   bool wake_requested_ = false;  // WakeBackground() was called
   std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
   bool shutdown_requested_ = false;
+  std::string shutdown_why_;  // Shutdown's `why`, sent to the others
   bool stopped_ = false;
   Status stopped_because_;  // stop_reason_ as it was when stopped_ was set
   BurstMemory bursts_;  // the background thread's only, in WaitForWork under mutex_

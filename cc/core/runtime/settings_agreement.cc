@@ -40,7 +40,6 @@ Status Agree(const std::vector<SharedSettings>& per_rank, const char* setting,
 SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
   SharedSettings s;
   s.default_algorithm = static_cast<int32_t>(config.default_algorithm);
-  s.calibration_cached = config.calibration_cache_dir.empty() ? 0 : 1;
   s.fusion_threshold_bytes = config.fusion_threshold_bytes;
   s.cache_capacity = config.cache_capacity;
   s.latency_seconds = config.latency_seconds;
@@ -83,8 +82,6 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
   }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_EMULATED_LATENCY",
                                [](const S& s) { return Text(s.emulated_latency); }));
-  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "whether TFDIST_CALIBRATION_CACHE_DIR is set",
-                               [](const S& s) { return s.calibration_cached ? "yes" : "no"; }));
   return Status::OK();
 }
 

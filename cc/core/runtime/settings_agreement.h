@@ -18,7 +18,6 @@ namespace tfdist {
 // Plain values only: it travels between ranks as bytes.
 struct SharedSettings {
   int32_t default_algorithm = 0;
-  int32_t calibration_cached = 0;  // whether link costs are read from a cache
   uint64_t fusion_threshold_bytes = 0;
   uint64_t cache_capacity = 0;
   double latency_seconds = 0;

@@ -2,33 +2,38 @@
 
 #include <string>
 
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/core/transport/mpi_comm.h"
+#include "cc/core/transport/mpi_error.h"
 
 namespace tfdist {
 namespace {
 
 // Each rank's host, labelled by the lowest rank on it (shared memory is
-// what MPI knows a host by).
+// what MPI knows a host by). `comm` is tfdist's own (mpi_comm.h).
 Status RealHostLabels(MPI_Comm comm, int rank, int size, std::vector<int>* labels) {
-  MPI_Comm local;
-  int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_split_type");
+  constexpr const char* kDuring = "finding which ranks share a host";
+  OwnedComm local;
+  TFDIST_RETURN_IF_ERROR(SplitByMachine(comm, rank, kDuring, &local));
   int label = rank;
-  rc = MPI_Allreduce(MPI_IN_PLACE, &label, 1, MPI_INT, MPI_MIN, local);
-  MPI_Comm_free(&local);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allreduce of the host label");
+  int rc = MPI_Allreduce(MPI_IN_PLACE, &label, 1, MPI_INT, MPI_MIN, local.get());
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allreduce", kDuring, local.get());
   labels->assign(size, 0);
   rc = MPI_Allgather(&label, 1, MPI_INT, labels->data(), 1, MPI_INT, comm);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather of the host labels");
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather", kDuring, comm);
   return Status::OK();
 }
 
 }  // namespace
 
-Status DiscoverTopology(MPI_Comm comm, int virtual_hosts, Topology* out) {
+Status DiscoverTopology(MPI_Comm user_comm, int virtual_hosts, Topology* out) {
+  // On a duplicate: the user's communicator keeps its error handler, and
+  // tfdist's calls return errors.
+  OwnedComm comm;
+  TFDIST_RETURN_IF_ERROR(DuplicateComm(user_comm, "finding the hosts", &comm));
   Topology t;
-  MPI_Comm_rank(comm, &t.rank);
-  MPI_Comm_size(comm, &t.size);
+  int rc = MPI_Comm_rank(comm.get(), &t.rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm.get(), &t.size);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_rank/size", "finding the hosts");
   if (virtual_hosts > 0) {
     if (t.size % virtual_hosts != 0) {
       return Status::InvalidArgument(
@@ -38,7 +43,7 @@ Status DiscoverTopology(MPI_Comm comm, int virtual_hosts, Topology* out) {
     t.hosts = HostLayout::Consecutive(t.size, virtual_hosts);
   } else {
     std::vector<int> labels;
-    TFDIST_RETURN_IF_ERROR(RealHostLabels(comm, t.rank, t.size, &labels));
+    TFDIST_RETURN_IF_ERROR(RealHostLabels(comm.get(), t.rank, t.size, &labels));
     t.hosts = HostLayout::FromHostLabels(labels);
   }
   t.local_rank = t.hosts.local_rank(t.rank);

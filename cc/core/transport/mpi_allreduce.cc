@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "cc/core/transport/mpi_error.h"
 #include "cc/core/transport/mpi_wait.h"
 
 namespace tfdist {
@@ -49,8 +50,9 @@ Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
     int rc = MPI_Iallreduce(MPI_IN_PLACE, base + done * element,
                             static_cast<int>(piece), mpi_type, ToMpiOp(op),
                             comm, &request);
-    if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce");
-    TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "MPI_Iallreduce"));
+    constexpr const char* kDuring = "the \"mpi\" allreduce algorithm";
+    if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce", kDuring, comm);
+    TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm, 1, &request, kDuring));
     done += piece;
   } while (done < count);
   return Status::OK();

@@ -1,25 +1,28 @@
 #include "cc/core/transport/mpi_control_plane.h"
 
+#include <utility>
+
+#include "cc/core/transport/mpi_error.h"
 #include "cc/core/transport/mpi_wait.h"
 
 namespace tfdist {
 
 Status MpiControlPlane::Create(MPI_Comm comm, std::unique_ptr<MpiControlPlane>* out) {
-  MPI_Comm duplicate;
-  int rc = MPI_Comm_dup(comm, &duplicate);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_dup for the control plane");
-  *out = std::make_unique<MpiControlPlane>(duplicate);
+  OwnedComm duplicate;
+  TFDIST_RETURN_IF_ERROR(DuplicateComm(comm, "the control plane", &duplicate));
+  int rank = 0;
+  int size = 1;
+  int rc = MPI_Comm_rank(duplicate.get(), &rank);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(duplicate.get(), &size);
+  if (rc != MPI_SUCCESS) {
+    return MpiError(rc, "MPI_Comm_rank/size", "starting the control plane", duplicate.get());
+  }
+  *out = std::make_unique<MpiControlPlane>(std::move(duplicate), rank, size);
   return Status::OK();
 }
 
-MpiControlPlane::MpiControlPlane(MPI_Comm duplicate) : comm_(duplicate) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
-
-MpiControlPlane::~MpiControlPlane() {
-  if (!closed()) MPI_Comm_free(&comm_);
-}
+MpiControlPlane::MpiControlPlane(OwnedComm comm, int rank, int size)
+    : comm_(std::move(comm)), rank_(rank), size_(size) {}
 
 bool MpiControlPlane::closed() const {
   int finalized = 0;
@@ -28,29 +31,32 @@ bool MpiControlPlane::closed() const {
 }
 
 Status MpiControlPlane::AndAllreduce(uint64_t* words, size_t count, WaitKind wait) {
+  constexpr const char* kDuring = "the negotiation round's allreduce (the control plane)";
   MPI_Request request;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(count), MPI_UINT64_T,
-                          MPI_BAND, comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allreduce");
-  return WaitAllPolitely(1, &request, "negotiation allreduce", wait);
+                          MPI_BAND, comm_.get(), &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce", kDuring, comm_.get());
+  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait);
 }
 
 Status MpiControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind wait,
                                    std::vector<std::vector<uint8_t>>* per_rank) {
+  constexpr const char* kDuring = "the negotiation round's allgather (the control plane)";
   int my_size = static_cast<int>(mine.size());
   std::vector<int> sizes(size_);
   MPI_Request request;
-  int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgather");
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgather", wait));
+  int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_.get(),
+                          &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallgather", kDuring, comm_.get());
+  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait));
 
   std::vector<int> offsets(size_, 0);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
   std::vector<uint8_t> all(offsets[size_ - 1] + sizes[size_ - 1]);
   rc = MPI_Iallgatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(),
-                       offsets.data(), MPI_BYTE, comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "negotiation allgatherv");
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(1, &request, "negotiation allgatherv", wait));
+                       offsets.data(), MPI_BYTE, comm_.get(), &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallgatherv", kDuring, comm_.get());
+  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait));
 
   per_rank->assign(size_, {});
   for (int r = 0; r < size_; ++r) {
@@ -60,12 +66,13 @@ Status MpiControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind wa
 }
 
 Status MpiControlPlane::Barrier(WaitKind wait) {
+  constexpr const char* kDuring = "a barrier (the control plane)";
   MPI_Request request;
-  int rc = MPI_Ibarrier(comm_, &request);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier");
-  return WaitAllPolitely(1, &request, "MPI_Ibarrier", wait);
+  int rc = MPI_Ibarrier(comm_.get(), &request);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier", kDuring, comm_.get());
+  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait);
 }
 
-void MpiControlPlane::Abort(const std::string&) { MPI_Abort(comm_, 1); }
+void MpiControlPlane::Abort(const std::string&) { MPI_Abort(comm_.get(), 1); }
 
 }  // namespace tfdist

@@ -10,16 +10,15 @@
 #include <memory>
 
 #include "cc/core/transport/control_plane.h"
+#include "cc/core/transport/mpi_comm.h"
 
 namespace tfdist {
 
 class MpiControlPlane : public ControlPlane {
  public:
-  // Duplicates `comm`; the duplicate is freed by the destructor.
+  // Duplicates `comm` (mpi_comm.h); the duplicate is freed with the plane.
   static Status Create(MPI_Comm comm, std::unique_ptr<MpiControlPlane>* out);
-  // Takes ownership of `duplicate`, a communicator made for this alone.
-  explicit MpiControlPlane(MPI_Comm duplicate);
-  ~MpiControlPlane() override;
+  MpiControlPlane(OwnedComm comm, int rank, int size);
   MpiControlPlane(const MpiControlPlane&) = delete;
   MpiControlPlane& operator=(const MpiControlPlane&) = delete;
 
@@ -35,7 +34,7 @@ class MpiControlPlane : public ControlPlane {
   bool closed() const override;
 
  private:
-  MPI_Comm comm_;
+  OwnedComm comm_;
   int rank_ = 0;
   int size_ = 1;
 };

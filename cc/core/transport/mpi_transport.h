@@ -1,5 +1,6 @@
 // Transport over MPI point-to-point on a private duplicate of the user's
-// communicator, so that tfdist's messages can never match the user's own.
+// communicator (mpi_comm.h), so that tfdist's messages can never match the
+// user's own and a failed message is a Status naming the peer.
 #ifndef TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
 #define TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
 
@@ -7,24 +8,23 @@
 
 #include <memory>
 
+#include "cc/core/transport/mpi_comm.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
 class MpiTransport : public Transport {
  public:
-  // Duplicates `comm`; the duplicate is freed by the destructor.
+  // Duplicates `comm`; the duplicate is freed with the transport.
   static Status Create(MPI_Comm comm, std::unique_ptr<MpiTransport>* out);
-  // Takes ownership of `duplicate`, a communicator made for tfdist alone.
-  explicit MpiTransport(MPI_Comm duplicate);
-  ~MpiTransport() override;
+  MpiTransport(OwnedComm comm, int rank, int size, bool thread_multiple);
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool AllowsConcurrentCalls() const override { return thread_multiple_; }
-  MPI_Comm comm() const { return comm_; }
+  MPI_Comm comm() const { return comm_.get(); }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
                                        size_t bytes, int tag) override;
@@ -32,7 +32,7 @@ class MpiTransport : public Transport {
                                        int tag) override;
 
  private:
-  MPI_Comm comm_;
+  OwnedComm comm_;
   int rank_ = 0;
   int size_ = 1;
   bool thread_multiple_ = false;  // MPI was initialised at MPI_THREAD_MULTIPLE

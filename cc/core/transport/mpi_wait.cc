@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cc/core/transport/polling_budget.h"
 
@@ -72,29 +73,33 @@ void SetCoresOversubscribed(bool oversubscribed) {
   cores_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
 }
 
-Status MpiError(int code, const char* what) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  return Status::Internal(std::string(what) + ": " + std::string(text, length));
-}
-
-Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
-                       WaitKind kind) {
+int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind) {
   PollingBudget* budget = kind == WaitKind::kIdle ? nullptr : &BudgetFor(kind);
   const auto poll_for =
       budget != nullptr ? budget->PollFor(cores_oversubscribed.load(std::memory_order_relaxed))
                         : std::chrono::nanoseconds(PollingBudget::kMinimum);
   const auto start = Clock::now();
   std::chrono::microseconds sleep = kFirstSleep;
+  // MPI_ERR_IN_STATUS says only that some request failed; its status says how.
+  constexpr int kInlineStatuses = 4;
+  MPI_Status inline_statuses[kInlineStatuses];
+  std::vector<MPI_Status> more_statuses(count > kInlineStatuses ? count : 0);
+  MPI_Status* statuses = count > kInlineStatuses ? more_statuses.data() : inline_statuses;
   while (true) {
     int done = 0;
-    int rc = MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) return MpiError(rc, what);
+    const int rc = MPI_Testall(count, requests, &done, statuses);
+    if (rc == MPI_ERR_IN_STATUS) {
+      for (int i = 0; i < count; ++i) {
+        const int code = statuses[i].MPI_ERROR;
+        if (code != MPI_SUCCESS && code != MPI_ERR_PENDING) return code;
+      }
+      return rc;
+    }
+    if (rc != MPI_SUCCESS) return rc;
     const auto waited = Clock::now() - start;
     if (done) {
       if (budget != nullptr) budget->Record(waited);
-      return Status::OK();
+      return MPI_SUCCESS;
     }
     if (waited < kSpinFor && waited < poll_for) continue;
     if (waited < poll_for) {
@@ -105,6 +110,13 @@ Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
     const auto cap = waited < kLongWait ? kMaxSleep : std::chrono::microseconds(kMaxLongSleep);
     sleep = std::min(2 * sleep, cap);
   }
+}
+
+Status WaitAllPolitely(MPI_Comm comm, int count, MPI_Request* requests, const char* during,
+                       WaitKind kind) {
+  const int rc = WaitAllPolitelyCode(count, requests, kind);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Testall", during, comm);
+  return Status::OK();
 }
 
 }  // namespace tfdist

@@ -15,22 +15,26 @@
 #include <mpi.h>
 
 #include "cc/core/status.h"
+#include "cc/core/transport/mpi_error.h"
 #include "cc/core/transport/wait_kind.h"
 
 namespace tfdist {
 
-// Completes `count` requests; returns Internal with MPI's error string if any
-// of them failed. `what` names the operation in that message.
-Status WaitAllPolitely(int count, MPI_Request* requests, const char* what,
+// Completes `count` requests of `comm`; returns MPI_SUCCESS or the error
+// code of the first request that failed (never MPI_ERR_IN_STATUS, which
+// says only that some request did). On an error, requests still pending are
+// left as they are: the caller stops using the communicator.
+int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind = WaitKind::kTransfer);
+
+// The same as a Status: Internal naming `during` (the collective), MPI's
+// error string and, for a dead peer, the failed ranks of `comm` (mpi_error.h).
+Status WaitAllPolitely(MPI_Comm comm, int count, MPI_Request* requests, const char* during,
                        WaitKind kind = WaitKind::kTransfer);
 
 // Whether this node runs more ranks than it has cores (set by the runtime at
 // start-up). Waits then keep polling with sched_yield, which hands the core
 // to the peer they wait for, instead of sleeping (polling_budget.h).
 void SetCoresOversubscribed(bool oversubscribed);
-
-// The error text MPI gives for `code`, prefixed with `what`.
-Status MpiError(int code, const char* what);
 
 }  // namespace tfdist
 

@@ -1,0 +1,58 @@
+"""What the other ranks see when a peer exits or dies while they wait in a collective.
+
+A rank that exits (SystemExit) makes the others' waiting collectives fail
+with a message that names it and says that they stop because of it, not
+that somebody called tfdist.shutdown(). Under ULFM (``mpirun --with-ft
+ulfm``) a killed rank is MPI_ERR_PROC_FAILED on the survivors: a Python
+exception naming the failed rank, not an abort, even when the user's
+communicator is MPI_ERRORS_ARE_FATAL, and the survivors exit.
+"""
+import subprocess
+import sys
+from typing import Dict, List
+
+from mpi_harness import WORKERS, mpi_environment, run_workers
+from tfdistrun import find_mpirun
+
+
+def survivors(output: str) -> Dict[int, str]:
+    lines: Dict[int, str] = {}
+    for line in output.splitlines():
+        if line.startswith("SURVIVOR "):
+            _, rank, rest = line.split(" ", 2)
+            lines[int(rank)] = rest
+    return lines
+
+
+def test_a_peer_that_exits_is_named_on_the_others():
+    output = run_workers("peer_failure_worker.py", 2, args=["exit"], timeout=240,
+                         expect_failure=True)
+    seen = survivors(output)
+    assert set(seen) == {0}, output[-6000:]
+    message = seen[0]
+    assert message.startswith("AbortedError"), message
+    assert "rank 1 is exiting" in message and "this rank (0) stops too" in message, message
+    assert "tfdist.shutdown() was called" not in message, message
+
+
+def test_a_killed_peer_under_ulfm_is_an_exception_on_the_survivors():
+    command: List[str] = [find_mpirun(), "--with-ft", "ulfm", "-np", "3", "--oversubscribe",
+                          "--bind-to", "none", sys.executable,
+                          str(WORKERS / "peer_failure_worker.py"), "ulfm"]
+    try:
+        result = subprocess.run(command, env=mpi_environment(), capture_output=True, text=True,
+                                timeout=240)
+    except subprocess.TimeoutExpired as error:
+        output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else \
+            (error.stdout or "")
+        raise AssertionError(f"the survivors hung instead of exiting:\n{output[-6000:]}")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-6000:]
+    assert output.count("BEFORE OK") == 3, output[-6000:]
+    seen = survivors(output)
+    assert set(seen) == {0, 1}, output[-6000:]
+    for rank, message in seen.items():
+        assert message.startswith("InternalError"), message
+        assert "MPI_ERR_PROC_FAILED" in message, message
+        assert "rank 2 has failed" in message, message
+        assert f"tfdist stopped on this rank ({rank})" in message, message
