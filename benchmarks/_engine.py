@@ -26,13 +26,16 @@ LIBRARY_PATH = BUILD_DIR / "libtfdist_engine.so"
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 #: The timer needs the algorithms and the transports, not the runtime.
 LEFT_OUT = ROOT / "cc" / "core" / "runtime"
+LEFT_OUT_FILES = {ROOT / "cc" / "core" / "tuning" / "calibration.cc",
+                  ROOT / "cc" / "mpi" / "mpi_runtime.cc", ROOT / "cc" / "mpi" / "topology.cc"}
 
 EngineTimer = Callable[[str, np.ndarray, int], float]
 
 
 def _sources() -> list:
-    core = sorted(path for path in (ROOT / "cc" / "core").rglob("*.cc")
-                  if LEFT_OUT not in path.parents)
+    core = sorted(path for folder in ("core", "mpi", "testing")
+                  for path in (ROOT / "cc" / folder).rglob("*.cc")
+                  if LEFT_OUT not in path.parents and path not in LEFT_OUT_FILES)
     return [*sorted(NATIVE_DIR.glob("*.cc")), *core]
 
 

@@ -106,9 +106,9 @@ def system_includes(flags: list[str]) -> list[str]:
 
 
 def sources() -> list[Path]:
-    """Every .cc of the library: cc/core and cc/tf (not the C++ unit tests)."""
-    return sorted(p for p in (ROOT / "cc" / "core").rglob("*.cc")) + sorted(
-        (ROOT / "cc" / "tf").glob("*.cc"))
+    """Every .cc of the library: cc/core, cc/mpi, cc/testing and cc/tf (not the C++ unit tests)."""
+    return sorted(p for p in (ROOT / "cc" / "core").rglob("*.cc")) + [
+        p for folder in ("mpi", "testing", "tf") for p in sorted((ROOT / "cc" / folder).glob("*.cc"))]
 
 
 def _newest_header_time() -> float:

@@ -19,10 +19,10 @@
 
 #include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/collectives/network_cost_codec.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/core/tuning/network_cost_codec.h"
 #include "cc/core/transport/emulated_link_transport.h"
-#include "cc/core/transport/mpi_transport.h"
+#include "cc/mpi/mpi_transport.h"
 
 namespace {
 

@@ -27,9 +27,9 @@
 #endif
 
 #include "cc/core/collectives/allreduce.h"
-#include "cc/core/collectives/host_layout.h"
+#include "cc/core/transport/host_layout.h"
 #include "cc/core/transport/emulated_link_transport.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 

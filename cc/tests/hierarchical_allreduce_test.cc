@@ -12,8 +12,8 @@
 
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/hierarchical_allreduce.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/core/transport/subgroup_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"

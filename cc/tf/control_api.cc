@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "cc/core/collectives/algorithm.h"
-#include "cc/core/data_type.h"
+#include "cc/core/base/data_type.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/stats.h"
-#include "cc/core/runtime/mpi_runtime.h"
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/mpi/mpi_runtime.h"
+#include "cc/mpi/mpi_wait.h"
 #include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc/core/collectives/cost_model.h"
-#include "cc/core/collectives/network_cost_codec.h"
+#include "cc/core/tuning/cost_model.h"
+#include "cc/core/tuning/network_cost_codec.h"
 #include "cc/tf/runtime_handle.h"
 
 extern "C" {

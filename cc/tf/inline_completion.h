@@ -19,7 +19,7 @@
 
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/runtime.h"
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

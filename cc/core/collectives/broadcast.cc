@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/core/collectives/collective_tags.h"
+#include "cc/core/transport/collective_tags.h"
 
 namespace tfdist {
 

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {

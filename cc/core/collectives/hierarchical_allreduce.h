@@ -3,10 +3,10 @@
 
 #include <cstddef>
 
-#include "cc/core/collectives/cost_model.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/tuning/cost_model.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {

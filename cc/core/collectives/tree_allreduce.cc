@@ -16,8 +16,8 @@
 #include "cc/core/collectives/tree_allreduce.h"
 
 #include "cc/core/collectives/broadcast.h"
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {

@@ -11,10 +11,10 @@
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/hierarchical_allreduce.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
-#include "cc/core/convert.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/memory_advice.h"
 

@@ -1,0 +1,171 @@
+#include "cc/core/tuning/calibration.h"
+
+#include <cstdio>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cc/core/collectives/broadcast.h"
+#include "cc/core/tuning/network_cost_codec.h"
+#include "cc/core/tuning/step_calibration.h"
+#include "cc/mpi/mpi_wait.h"
+
+namespace tfdist {
+
+namespace {
+
+// v5: step curves (v4 files hold the single (L, G, R) of an idle pair and
+// the memory costs). The measurement involves every rank of rank 0's
+// machine, so the name says how many there are and how many of them form
+// rank 0's (virtual) host, besides the hosts of ranks 0 and 1.
+Status CacheFileName(MpiTransport& transport, const HostLayout& hosts, const std::string& dir,
+                     std::string* out) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  char peer[MPI_MAX_PROCESSOR_NAME] = {0};
+  if (transport.rank() == 1) {
+    TFDIST_RETURN_IF_ERROR(transport.Send(0, name, sizeof name, 0));
+  } else if (transport.rank() == 0) {
+    TFDIST_RETURN_IF_ERROR(transport.Recv(1, peer, sizeof peer, 0));
+  }
+  MPI_Comm node;
+  const int rc =
+      MPI_Comm_split_type(transport.comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_split_type");
+  int on_machine = 1;
+  MPI_Comm_size(node, &on_machine);
+  MPI_Comm_free(&node);
+  *out = dir + "/linkcost-v5-" + std::string(name) + "-" + std::string(peer) + "-" +
+         std::to_string(on_machine) + "on-machine-" + std::to_string(hosts.local_size(0)) +
+         "on-host.txt";
+  return Status::OK();
+}
+
+bool ReadCache(const std::string& file, StepCosts* out) {
+  std::ifstream in(file);
+  std::vector<double> values;
+  double value = 0.0;
+  while (in >> value) values.push_back(value);
+  size_t offset = 0;
+  StepCosts costs;
+  if (!DecodeStepCosts(values, &offset, &costs).ok() || offset != values.size()) return false;
+  *out = costs;
+  return true;
+}
+
+void WriteCache(const std::string& file, const StepCosts& costs) {
+  std::vector<double> values;
+  AppendStepCosts(costs, &values);
+  // Write then rename, so that a reader never sees half a file.
+  const std::string temporary = file + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream outfile(temporary);
+    outfile.precision(17);
+    for (double value : values) outfile << value << "\n";
+    if (!outfile) return;
+  }
+  std::rename(temporary.c_str(), file.c_str());
+}
+
+// Rank 0's step costs for every rank, or false on every rank if it has none.
+Status ShareRankZeros(MpiTransport& transport, bool have, const StepCosts& mine, bool* found,
+                      StepCosts* out) {
+  std::vector<double> values;
+  if (have) AppendStepCosts(mine, &values);
+  double count = static_cast<double>(values.size());
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport, &count, sizeof count, 0));
+  *found = count > 0;
+  if (!*found) return Status::OK();
+  values.resize(static_cast<size_t>(count));
+  TFDIST_RETURN_IF_ERROR(
+      BinomialBroadcast(transport, values.data(), values.size() * sizeof(double), 0));
+  size_t offset = 0;
+  return DecodeStepCosts(values, &offset, out);
+}
+
+// A cached calibration is checked against a quick measurement of the same
+// steps at these sizes (tens of ms); if it prices them more than
+// kStaleCacheSlowdown times slower than they now take, it was taken on a
+// busy machine and is measured again. A cache that is faster than the check
+// is kept: a busy moment now must not replace a good calibration. Without
+// this, one slow first init (a cached L of 51 us, against 1-2 us) steered
+// every later job on the host -- auto's picks and top-k's sparse-or-dense
+// choice -- until someone deleted the file.
+const std::vector<size_t>& CacheCheckSizes() {
+  static const std::vector<size_t> sizes = {8, size_t{64} << 10};
+  return sizes;
+}
+constexpr double kStaleCacheSlowdown = 1.5;
+
+// The costs within a host, cached.
+Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
+                          const RuntimeConfig& config, StepCosts* out) {
+  std::string cache_file;
+  if (!config.calibration_cache_dir.empty()) {
+    TFDIST_RETURN_IF_ERROR(
+        CacheFileName(transport, hosts, config.calibration_cache_dir, &cache_file));
+  }
+  // Rank 0 says whether it found a cached value, and which.
+  StepCosts cached;
+  const bool read = transport.rank() == 0 && !cache_file.empty() && ReadCache(cache_file, &cached);
+  bool found = false;
+  TFDIST_RETURN_IF_ERROR(ShareRankZeros(transport, read, cached, &found, out));
+  if (found) {
+    // Every rank holds the same cached curves and the same check (the
+    // measurement ends in an allreduce), so all decide alike.
+    StepCosts check;
+    TFDIST_RETURN_IF_ERROR(
+        MeasureStepCosts(transport, hosts, LinkClass::kIntraHost, CacheCheckSizes(), &check));
+    if (MedianSlowdown(*out, check) <= kStaleCacheSlowdown) return Status::OK();
+  }
+  TFDIST_RETURN_IF_ERROR(MeasureStepCosts(transport, hosts, LinkClass::kIntraHost,
+                                          IntraHostCalibrationSizes(), out));
+  if (transport.rank() == 0 && !cache_file.empty()) WriteCache(cache_file, *out);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const HostLayout& hosts,
+                            const RuntimeConfig& config, NetworkCost* out) {
+  if (transport.size() == 1) {
+    *out = UniformNetwork(kDefaultLinkCost);
+    return Status::OK();
+  }
+  const bool several_hosts = hosts.host_count() > 1;
+  const bool inter_given =
+      config.inter_host_latency_seconds > 0 && config.inter_host_seconds_per_byte > 0;
+  // Between hosts first: the intra-host steps' 64 MiB messages teach the MPI
+  // waits (polling_budget.h) to sleep rather than poll, which would inflate
+  // the latencies measured right after them.
+  StepCosts inter;
+  if (several_hosts && !inter_given) {
+    TFDIST_RETURN_IF_ERROR(MeasureStepCosts(links, hosts, LinkClass::kInterHost,
+                                            InterHostCalibrationSizes(), &inter));
+  }
+  StepCosts intra;
+  const bool intra_given = config.latency_seconds > 0 && config.seconds_per_byte > 0;
+  const bool intra_known = intra_given || HasStepPair(hosts, LinkClass::kIntraHost);
+  if (intra_given) {
+    intra = StepCosts::FromLinkCost(LinkCost{config.latency_seconds, config.seconds_per_byte,
+                                             std::max(config.reduce_seconds_per_byte, 0.0)});
+  } else if (intra_known) {
+    TFDIST_RETURN_IF_ERROR(CalibrateIntraHost(transport, hosts, config, &intra));
+  }
+  if (several_hosts && inter_given) {
+    // Reducing a byte costs the host's time wherever the byte came from.
+    inter = StepCosts::FromLinkCost(
+        LinkCost{config.inter_host_latency_seconds, config.inter_host_seconds_per_byte,
+                 intra_known ? Summarize(intra).reduce_seconds_per_byte : 0.0});
+  }
+  if (!several_hosts) inter = intra;
+  if (!intra_known) intra = inter;  // one rank per host: no step stays within one
+  *out = NetworkCost{intra, inter};
+  return Status::OK();
+}
+
+}  // namespace tfdist

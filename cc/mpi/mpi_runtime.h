@@ -1,0 +1,27 @@
+// The production runtime: over MPI, on private duplicates of the user's
+// communicator (one for the collectives' point-to-point messages, one for
+// the control plane).
+#ifndef TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
+#define TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "cc/core/runtime/config.h"
+#include "cc/core/runtime/runtime.h"
+#include "cc/mpi/topology.h"
+
+namespace tfdist {
+
+// Collective over `comm`: every rank calls it. Checks that the ranks' settings
+// agree, finds the hosts (virtual ones with TFDIST_VIRTUAL_HOSTS) into
+// `topology`, puts the collectives and the control plane behind emulated
+// inter-host links when TFDIST_EMULATED_BANDWIDTH is set, measures or reads
+// the link costs, then starts the runtime.
+Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
