@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "cc/core/collectives/binomial_reduce.h"
+#include "cc/core/collectives/broadcast.h"
 #include "cc/core/transport/collective_tags.h"
 
 namespace tfdist {
@@ -11,44 +13,14 @@ namespace tfdist {
 TransportControlPlane::TransportControlPlane(Transport& transport, AbortAction abort)
     : transport_(transport), abort_(std::move(abort)) {}
 
-Status TransportControlPlane::BroadcastFromRankZero(void* data, size_t bytes) {
-  const int me = rank();
-  const int p = size();
-  // Receive from the parent: the rank that differs in my lowest set bit.
-  int mask = 1;
-  while (mask < p) {
-    if (me & mask) {
-      TFDIST_RETURN_IF_ERROR(transport_.Recv(me - mask, data, bytes, kControlResultTag));
-      break;
-    }
-    mask <<= 1;
-  }
-  // Then pass it on to the children below that bit.
-  for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (me + mask < p) {
-      TFDIST_RETURN_IF_ERROR(transport_.Send(me + mask, data, bytes, kControlResultTag));
-    }
-  }
-  return Status::OK();
-}
-
 Status TransportControlPlane::AndAllreduce(uint64_t* words, size_t count, WaitKind) {
-  const int me = rank();
-  const int p = size();
   const size_t bytes = count * sizeof(uint64_t);
   std::vector<uint64_t> incoming(count);
-  for (int mask = 1; mask < p; mask <<= 1) {
-    if (me & mask) {
-      TFDIST_RETURN_IF_ERROR(transport_.Send(me - mask, words, bytes, kControlReduceTag));
-      break;
-    }
-    if (me + mask < p) {
-      TFDIST_RETURN_IF_ERROR(
-          transport_.Recv(me + mask, incoming.data(), bytes, kControlReduceTag));
-      for (size_t i = 0; i < count; ++i) words[i] &= incoming[i];
-    }
-  }
-  return BroadcastFromRankZero(words, bytes);
+  TFDIST_RETURN_IF_ERROR(
+      BinomialReduceToRankZero(transport_, words, incoming.data(), bytes, kControlReduceTag, [&] {
+        for (size_t i = 0; i < count; ++i) words[i] &= incoming[i];
+      }));
+  return BinomialBroadcast(transport_, words, bytes, /*root=*/0, kControlResultTag);
 }
 
 Status TransportControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind,
@@ -73,7 +45,8 @@ Status TransportControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitK
           transport_.Recv(r, (*per_rank)[r].data(), sizes[r], kControlGatherTag));
     }
   }
-  TFDIST_RETURN_IF_ERROR(BroadcastFromRankZero(sizes.data(), p * sizeof(uint64_t)));
+  TFDIST_RETURN_IF_ERROR(
+      BinomialBroadcast(transport_, sizes.data(), p * sizeof(uint64_t), 0, kControlResultTag));
   // Rank 0 sends the concatenation down the tree; the others learn it.
   std::vector<uint8_t> all;
   if (me == 0) {
@@ -85,7 +58,7 @@ Status TransportControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitK
     for (uint64_t s : sizes) total += s;
     all.resize(total);
   }
-  TFDIST_RETURN_IF_ERROR(BroadcastFromRankZero(all.data(), all.size()));
+  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(transport_, all.data(), all.size(), 0, kControlResultTag));
   size_t offset = 0;
   for (int r = 0; r < p; ++r) {
     (*per_rank)[r].assign(all.begin() + offset, all.begin() + offset + sizes[r]);

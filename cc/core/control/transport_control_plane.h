@@ -4,9 +4,10 @@
 // any group size; built for the small messages of negotiation (latency
 // rather than bandwidth):
 //  * AND allreduce: a binomial tree into rank 0, then a binomial broadcast
-//    (2 log2 P message latencies);
+//    (2 log2 P message latencies): tree allreduce's trees
+//    (collectives/binomial_reduce.h, broadcast.h), with an AND;
 //  * allgatherv: every rank's bytes to rank 0, then the sizes and the
-//    concatenation down a binomial tree;
+//    concatenation down the binomial broadcast tree;
 //  * barrier: dissemination (log2 P rounds of empty messages).
 // Its tags (collective_tags.h, ControlPlaneTag) never meet a collective's.
 // The transport's own waits are used as they are: WaitKind is ignored.
@@ -42,9 +43,6 @@ class TransportControlPlane : public ControlPlane {
   void Abort(const std::string& reason) override;
 
  private:
-  // Rank 0's `bytes` at `data` to every rank, down a binomial tree.
-  Status BroadcastFromRankZero(void* data, size_t bytes);
-
   Transport& transport_;
   AbortAction abort_;
 };
