@@ -1,5 +1,6 @@
 #include "cc/mpi/mpi_runtime.h"
 
+#include <thread>
 #include <utility>
 
 #include "cc/core/tuning/calibration.h"
@@ -9,6 +10,7 @@
 #include "cc/mpi/mpi_control_plane.h"
 #include "cc/mpi/mpi_transport.h"
 #include "cc/core/control/transport_control_plane.h"
+#include "cc/mpi/mpi_wait.h"
 
 namespace tfdist {
 
@@ -37,16 +39,50 @@ struct MpiLinks {
   std::unique_ptr<EmulatedControlPlane> emulated_control_plane;  // or null
 };
 
+// What MPI calls this process's machine; ranks with the same name share a
+// host (runtime/topology.h).
+std::string ProcessorName() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  return std::string(name);
+}
+
+CalibrationConfig CalibrationSettings(const RuntimeConfig& config) {
+  CalibrationConfig out;
+  out.latency_seconds = config.latency_seconds;
+  out.seconds_per_byte = config.seconds_per_byte;
+  out.reduce_seconds_per_byte = config.reduce_seconds_per_byte;
+  out.inter_host_latency_seconds = config.inter_host_latency_seconds;
+  out.inter_host_seconds_per_byte = config.inter_host_seconds_per_byte;
+  out.calibration_cache_dir = config.calibration_cache_dir;
+  return out;
+}
+
 }  // namespace
+
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology) {
+  return CreateMpiRuntime(reinterpret_cast<MPI_Comm>(comm_handle), config, out, topology);
+}
 
 Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
                         std::unique_ptr<Runtime>* out, Topology* topology) {
   auto mpi = std::make_shared<MpiLinks>();
   TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &mpi->transport));
   TFDIST_RETURN_IF_ERROR(MpiControlPlane::Create(comm, &mpi->control_plane));
+  // The real machine (not virtual hosts) decides whether ranks share cores.
+  Topology machine;
+  TFDIST_RETURN_IF_ERROR(DiscoverTopology(*mpi->control_plane, ProcessorName(),
+                                          /*virtual_hosts=*/0, &machine));
+  // More ranks on this node than cores (mpirun --oversubscribe): waiting
+  // ranks must yield their core to the peers they wait for.
+  const unsigned cores = std::thread::hardware_concurrency();
+  SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
-  TFDIST_RETURN_IF_ERROR(DiscoverTopology(comm, config.virtual_hosts, topology));
+  TFDIST_RETURN_IF_ERROR(
+      TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
   RuntimeLinks links;
   links.transport = mpi->transport.get();
   links.control_plane = mpi->control_plane.get();
@@ -62,7 +98,8 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
   }
   NetworkCost network_cost{};
   TFDIST_RETURN_IF_ERROR(CalibrateNetworkCost(*mpi->transport, *links.transport,
-                                              topology->hosts, config, &network_cost));
+                                              topology->hosts, topology->machines,
+                                              CalibrationSettings(config), &network_cost));
   const MPI_Comm data_comm = mpi->transport->comm();
   links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
                                           ReduceOp op) {

@@ -9,7 +9,7 @@
 
 #include "cc/core/compression/state_store.h"
 #include "cc/core/runtime/runtime.h"
-#include "cc/mpi/topology.h"
+#include "cc/core/runtime/topology.h"
 
 namespace tfdist {
 

@@ -11,39 +11,10 @@
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/tuning/network_cost_codec.h"
 #include "cc/core/tuning/step_calibration.h"
-#include "cc/mpi/mpi_wait.h"
 
 namespace tfdist {
 
 namespace {
-
-// v5: step curves (v4 files hold the single (L, G, R) of an idle pair and
-// the memory costs). The measurement involves every rank of rank 0's
-// machine, so the name says how many there are and how many of them form
-// rank 0's (virtual) host, besides the hosts of ranks 0 and 1.
-Status CacheFileName(MpiTransport& transport, const HostLayout& hosts, const std::string& dir,
-                     std::string* out) {
-  char name[MPI_MAX_PROCESSOR_NAME] = {0};
-  int length = 0;
-  MPI_Get_processor_name(name, &length);
-  char peer[MPI_MAX_PROCESSOR_NAME] = {0};
-  if (transport.rank() == 1) {
-    TFDIST_RETURN_IF_ERROR(transport.Send(0, name, sizeof name, 0));
-  } else if (transport.rank() == 0) {
-    TFDIST_RETURN_IF_ERROR(transport.Recv(1, peer, sizeof peer, 0));
-  }
-  MPI_Comm node;
-  const int rc =
-      MPI_Comm_split_type(transport.comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_split_type");
-  int on_machine = 1;
-  MPI_Comm_size(node, &on_machine);
-  MPI_Comm_free(&node);
-  *out = dir + "/linkcost-v5-" + std::string(name) + "-" + std::string(peer) + "-" +
-         std::to_string(on_machine) + "on-machine-" + std::to_string(hosts.local_size(0)) +
-         "on-host.txt";
-  return Status::OK();
-}
 
 bool ReadCache(const std::string& file, StepCosts* out) {
   std::ifstream in(file);
@@ -72,7 +43,7 @@ void WriteCache(const std::string& file, const StepCosts& costs) {
 }
 
 // Rank 0's step costs for every rank, or false on every rank if it has none.
-Status ShareRankZeros(MpiTransport& transport, bool have, const StepCosts& mine, bool* found,
+Status ShareRankZeros(Transport& transport, bool have, const StepCosts& mine, bool* found,
                       StepCosts* out) {
   std::vector<double> values;
   if (have) AppendStepCosts(mine, &values);
@@ -102,12 +73,12 @@ const std::vector<size_t>& CacheCheckSizes() {
 constexpr double kStaleCacheSlowdown = 1.5;
 
 // The costs within a host, cached.
-Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
-                          const RuntimeConfig& config, StepCosts* out) {
+Status CalibrateIntraHost(Transport& transport, const HostLayout& hosts,
+                          const std::vector<std::string>& machines,
+                          const CalibrationConfig& config, StepCosts* out) {
   std::string cache_file;
   if (!config.calibration_cache_dir.empty()) {
-    TFDIST_RETURN_IF_ERROR(
-        CacheFileName(transport, hosts, config.calibration_cache_dir, &cache_file));
+    cache_file = CalibrationCacheFile(config.calibration_cache_dir, machines, hosts);
   }
   // Rank 0 says whether it found a cached value, and which.
   StepCosts cached;
@@ -130,8 +101,22 @@ Status CalibrateIntraHost(MpiTransport& transport, const HostLayout& hosts,
 
 }  // namespace
 
-Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const HostLayout& hosts,
-                            const RuntimeConfig& config, NetworkCost* out) {
+// v5: step curves (v4 files hold the single (L, G, R) of an idle pair and
+// the memory costs). The measurement involves every rank of rank 0's
+// machine, so the name says how many there are and how many of them form
+// rank 0's (virtual) host, besides the machines of ranks 0 and 1.
+std::string CalibrationCacheFile(const std::string& dir, const std::vector<std::string>& machines,
+                                 const HostLayout& hosts) {
+  const std::string name = machines.empty() ? std::string() : machines[0];
+  const std::string peer = machines.size() > 1 ? machines[1] : std::string();
+  const long on_machine = std::count(machines.begin(), machines.end(), name);
+  return dir + "/linkcost-v5-" + name + "-" + peer + "-" + std::to_string(on_machine) +
+         "on-machine-" + std::to_string(hosts.local_size(0)) + "on-host.txt";
+}
+
+Status CalibrateNetworkCost(Transport& transport, Transport& links, const HostLayout& hosts,
+                            const std::vector<std::string>& machines,
+                            const CalibrationConfig& config, NetworkCost* out) {
   if (transport.size() == 1) {
     *out = UniformNetwork(kDefaultLinkCost);
     return Status::OK();
@@ -154,7 +139,7 @@ Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const Hos
     intra = StepCosts::FromLinkCost(LinkCost{config.latency_seconds, config.seconds_per_byte,
                                              std::max(config.reduce_seconds_per_byte, 0.0)});
   } else if (intra_known) {
-    TFDIST_RETURN_IF_ERROR(CalibrateIntraHost(transport, hosts, config, &intra));
+    TFDIST_RETURN_IF_ERROR(CalibrateIntraHost(transport, hosts, machines, config, &intra));
   }
   if (several_hosts && inter_given) {
     // Reducing a byte costs the host's time wherever the byte came from.

@@ -2,7 +2,7 @@
 // NetworkCost). Within a host: given by the user (TFDIST_LATENCY,
 // TFDIST_SECONDS_PER_BYTE, TFDIST_REDUCE_SECONDS_PER_BYTE: the survey's
 // linear model), read from a cache, or measured (step_calibration.h) and then
-// cached; the cache is named after the first two ranks' hosts and how many
+// cached; the cache is named after the first two ranks' machines and how many
 // ranks share rank 0's machine and host, since every rank of the machine
 // takes part. Between hosts (jobs on several real or virtual hosts): given by
 // the user (TFDIST_INTER_HOST_LATENCY and TFDIST_INTER_HOST_SECONDS_PER_BYTE)
@@ -12,18 +12,38 @@
 #ifndef TFDIST_CORE_RUNTIME_CALIBRATION_H_
 #define TFDIST_CORE_RUNTIME_CALIBRATION_H_
 
-#include "cc/core/tuning/step_costs.h"
+#include <string>
+#include <vector>
+
+#include "cc/core/base/status.h"
 #include "cc/core/transport/host_layout.h"
-#include "cc/core/runtime/config.h"
-#include "cc/mpi/mpi_transport.h"
+#include "cc/core/transport/transport.h"
+#include "cc/core/tuning/step_costs.h"
 
 namespace tfdist {
 
+// The runtime settings (runtime/config.h) the calibration reads, under the
+// same names.
+struct CalibrationConfig {
+  double latency_seconds = -1.0;
+  double seconds_per_byte = -1.0;
+  double reduce_seconds_per_byte = 0.0;
+  double inter_host_latency_seconds = -1.0;
+  double inter_host_seconds_per_byte = -1.0;
+  std::string calibration_cache_dir;  // empty: do not cache the measurement
+};
+
+// The cache file in `dir` for a job whose ranks run on `machines` (every
+// rank's machine name) and `hosts`.
+std::string CalibrationCacheFile(const std::string& dir, const std::vector<std::string>& machines,
+                                 const HostLayout& hosts);
+
 // Collective over `transport`: every rank must call it. `links` is the
 // transport the collectives run on (`transport`, or a wrapper of it);
-// `hosts` says which ranks share a host.
-Status CalibrateNetworkCost(MpiTransport& transport, Transport& links, const HostLayout& hosts,
-                            const RuntimeConfig& config, NetworkCost* out);
+// `hosts` says which ranks share a host, `machines` each rank's machine.
+Status CalibrateNetworkCost(Transport& transport, Transport& links, const HostLayout& hosts,
+                            const std::vector<std::string>& machines,
+                            const CalibrationConfig& config, NetworkCost* out);
 
 }  // namespace tfdist
 
