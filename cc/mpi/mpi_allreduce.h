@@ -1,7 +1,7 @@
 // MPI_Allreduce itself, for the "mpi" algorithm: the reference every
 // tfdist algorithm is measured against.
-#ifndef TFDIST_CORE_TRANSPORT_MPI_ALLREDUCE_H_
-#define TFDIST_CORE_TRANSPORT_MPI_ALLREDUCE_H_
+#ifndef TFDIST_MPI_MPI_ALLREDUCE_H_
+#define TFDIST_MPI_MPI_ALLREDUCE_H_
 
 #include <mpi.h>
 
@@ -19,4 +19,4 @@ Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_MPI_ALLREDUCE_H_
+#endif  // TFDIST_MPI_MPI_ALLREDUCE_H_

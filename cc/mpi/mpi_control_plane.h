@@ -2,8 +2,8 @@
 // duplicate of the user's communicator: the production path. Each waits
 // with WaitAllPolitely and the caller's WaitKind (mpi_wait.h), so a rank
 // waiting for a negotiation round leaves the core to TensorFlow.
-#ifndef TFDIST_CORE_TRANSPORT_MPI_CONTROL_PLANE_H_
-#define TFDIST_CORE_TRANSPORT_MPI_CONTROL_PLANE_H_
+#ifndef TFDIST_MPI_MPI_CONTROL_PLANE_H_
+#define TFDIST_MPI_MPI_CONTROL_PLANE_H_
 
 #include <mpi.h>
 
@@ -42,4 +42,4 @@ class MpiControlPlane : public ControlPlane {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_MPI_CONTROL_PLANE_H_
+#endif  // TFDIST_MPI_MPI_CONTROL_PLANE_H_

@@ -1,8 +1,8 @@
 // The production runtime: over MPI, on private duplicates of the user's
 // communicator (one for the collectives' point-to-point messages, one for
 // the control plane).
-#ifndef TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
-#define TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
+#ifndef TFDIST_MPI_MPI_RUNTIME_H_
+#define TFDIST_MPI_MPI_RUNTIME_H_
 
 #include <mpi.h>
 
@@ -32,4 +32,4 @@ Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_RUNTIME_MPI_RUNTIME_H_
+#endif  // TFDIST_MPI_MPI_RUNTIME_H_

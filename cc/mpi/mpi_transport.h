@@ -1,7 +1,7 @@
 // Transport over MPI point-to-point on a private duplicate of the user's
 // communicator, so that tfdist's messages can never match the user's own.
-#ifndef TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
-#define TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
+#ifndef TFDIST_MPI_MPI_TRANSPORT_H_
+#define TFDIST_MPI_MPI_TRANSPORT_H_
 
 #include <mpi.h>
 
@@ -40,4 +40,4 @@ class MpiTransport : public Transport {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_MPI_TRANSPORT_H_
+#endif  // TFDIST_MPI_MPI_TRANSPORT_H_

@@ -9,8 +9,8 @@
 // message streams through shared memory (both sides must keep testing for
 // its fragments to move), yet gives the core to any TensorFlow thread that
 // wants it; sleeping starts once the peer is evidently busy elsewhere.
-#ifndef TFDIST_CORE_TRANSPORT_MPI_WAIT_H_
-#define TFDIST_CORE_TRANSPORT_MPI_WAIT_H_
+#ifndef TFDIST_MPI_MPI_WAIT_H_
+#define TFDIST_MPI_MPI_WAIT_H_
 
 #include <mpi.h>
 
@@ -34,4 +34,4 @@ Status MpiError(int code, const char* what);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_MPI_WAIT_H_
+#endif  // TFDIST_MPI_MPI_WAIT_H_

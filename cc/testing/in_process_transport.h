@@ -23,8 +23,8 @@
 // fails every current and future wait with Aborted: RunOnThreads aborts the
 // fabric as soon as one rank returns an error, so a failing test ends instead
 // of leaving its peers blocked.
-#ifndef TFDIST_CORE_TRANSPORT_IN_PROCESS_TRANSPORT_H_
-#define TFDIST_CORE_TRANSPORT_IN_PROCESS_TRANSPORT_H_
+#ifndef TFDIST_TESTING_IN_PROCESS_TRANSPORT_H_
+#define TFDIST_TESTING_IN_PROCESS_TRANSPORT_H_
 
 #include <atomic>
 #include <chrono>
@@ -107,4 +107,4 @@ std::vector<Status> RunOnThreads(int size,
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_IN_PROCESS_TRANSPORT_H_
+#endif  // TFDIST_TESTING_IN_PROCESS_TRANSPORT_H_

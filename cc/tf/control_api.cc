@@ -83,7 +83,7 @@ extern "C" {
 // the name for `value`, or nullptr once `value` is past the last one (values
 // are dense from 0).
 
-// StatusCode (cc/core/status.h): the codes the functions here return.
+// StatusCode (cc/core/base/status.h): the codes the functions here return.
 const char* tfdist_status_code_name(int value) {
   return value < 0 ? nullptr : tfdist::StatusCodeName(static_cast<tfdist::StatusCode>(value));
 }
@@ -92,7 +92,7 @@ const char* tfdist_status_code_name(int value) {
 // `algorithm` attribute and of tfdist_resolve_algorithm.
 const char* tfdist_allreduce_algorithm_name(int value) { return AlgorithmNameOrNull(value); }
 
-// DataType and ReduceOp (cc/core/data_type.h): Python keeps its own tables of
+// DataType and ReduceOp (cc/core/base/data_type.h): Python keeps its own tables of
 // these (TensorFlow dtypes by code, the public ReduceOp enum) and checks them
 // against these names when it loads the library.
 const char* tfdist_data_type_name(int value) {

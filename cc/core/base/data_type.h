@@ -1,8 +1,8 @@
 // Element types and reduction operators understood by the core. The numeric
 // values of DataType and ReduceOp are part of the C control API (cc/tf and the
 // Python package pass them as integers), so never renumber them.
-#ifndef TFDIST_CORE_DATA_TYPE_H_
-#define TFDIST_CORE_DATA_TYPE_H_
+#ifndef TFDIST_CORE_BASE_DATA_TYPE_H_
+#define TFDIST_CORE_BASE_DATA_TYPE_H_
 
 #include <cstddef>
 #include <string>
@@ -38,4 +38,4 @@ bool IsReducible(DataType dtype);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_DATA_TYPE_H_
+#endif  // TFDIST_CORE_BASE_DATA_TYPE_H_

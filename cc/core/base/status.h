@@ -1,8 +1,8 @@
 // Errors inside the core are values, never exceptions: every fallible call
 // returns a Status, and only the TensorFlow boundary (cc/tf) turns it into a
 // tensorflow::Status so that the user sees a typed TF error.
-#ifndef TFDIST_CORE_STATUS_H_
-#define TFDIST_CORE_STATUS_H_
+#ifndef TFDIST_CORE_BASE_STATUS_H_
+#define TFDIST_CORE_BASE_STATUS_H_
 
 #include <string>
 #include <utility>
@@ -69,4 +69,4 @@ class Status {
     if (!tfdist_status_.ok()) return tfdist_status_; \
   } while (0)
 
-#endif  // TFDIST_CORE_STATUS_H_
+#endif  // TFDIST_CORE_BASE_STATUS_H_

@@ -7,8 +7,8 @@
 // Every method is collective: every rank of the group calls it, in the same
 // order. Calls come from one thread at a time (the runtime's round lock), so
 // implementations need no locking of their own.
-#ifndef TFDIST_CORE_TRANSPORT_CONTROL_PLANE_H_
-#define TFDIST_CORE_TRANSPORT_CONTROL_PLANE_H_
+#ifndef TFDIST_CORE_CONTROL_CONTROL_PLANE_H_
+#define TFDIST_CORE_CONTROL_CONTROL_PLANE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -45,4 +45,4 @@ class ControlPlane {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_CONTROL_PLANE_H_
+#endif  // TFDIST_CORE_CONTROL_CONTROL_PLANE_H_

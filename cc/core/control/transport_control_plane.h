@@ -11,8 +11,8 @@
 //  * barrier: dissemination (log2 P rounds of empty messages).
 // Its tags (collective_tags.h, ControlPlaneTag) never meet a collective's.
 // The transport's own waits are used as they are: WaitKind is ignored.
-#ifndef TFDIST_CORE_TRANSPORT_TRANSPORT_CONTROL_PLANE_H_
-#define TFDIST_CORE_TRANSPORT_TRANSPORT_CONTROL_PLANE_H_
+#ifndef TFDIST_CORE_CONTROL_TRANSPORT_CONTROL_PLANE_H_
+#define TFDIST_CORE_CONTROL_TRANSPORT_CONTROL_PLANE_H_
 
 #include <functional>
 #include <string>
@@ -49,4 +49,4 @@ class TransportControlPlane : public ControlPlane {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_TRANSPORT_TRANSPORT_CONTROL_PLANE_H_
+#endif  // TFDIST_CORE_CONTROL_TRANSPORT_CONTROL_PLANE_H_

@@ -3,8 +3,8 @@
 // fusion buffer (and into float32 staging for float16/bfloat16, which are
 // accumulated in float32), to unpack the result with the postscale, and by
 // the ring to scale each reduced chunk once, where it is reduced.
-#ifndef TFDIST_CORE_CONVERT_H_
-#define TFDIST_CORE_CONVERT_H_
+#ifndef TFDIST_CORE_NUMERIC_CONVERT_H_
+#define TFDIST_CORE_NUMERIC_CONVERT_H_
 
 #include <cstddef>
 
@@ -28,4 +28,4 @@ DataType AccumulationType(DataType dtype);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_CONVERT_H_
+#endif  // TFDIST_CORE_NUMERIC_CONVERT_H_

@@ -3,8 +3,8 @@
 // the vector loops (half_bulk.h) and these agree on every input.
 // Shared by the reduction kernels and the runtime's float32 staging, so that
 // there is exactly one definition of how a half is rounded.
-#ifndef TFDIST_CORE_HALF_H_
-#define TFDIST_CORE_HALF_H_
+#ifndef TFDIST_CORE_NUMERIC_HALF_H_
+#define TFDIST_CORE_NUMERIC_HALF_H_
 
 #include <cstdint>
 #include <cstring>
@@ -81,4 +81,4 @@ inline uint16_t FloatToHalf(float f) {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_HALF_H_
+#endif  // TFDIST_CORE_NUMERIC_HALF_H_

@@ -4,8 +4,8 @@
 // loops convert eight elements per instruction; elsewhere they fall back to
 // half.h one element at a time. Both give the same bits (half.h matches F16C),
 // so a job whose ranks differ in CPU features still agrees.
-#ifndef TFDIST_CORE_HALF_BULK_H_
-#define TFDIST_CORE_HALF_BULK_H_
+#ifndef TFDIST_CORE_NUMERIC_HALF_BULK_H_
+#define TFDIST_CORE_NUMERIC_HALF_BULK_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -27,4 +27,4 @@ void SumBFloat16sInto(uint16_t* accumulator, const uint16_t* incoming, size_t co
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_HALF_BULK_H_
+#endif  // TFDIST_CORE_NUMERIC_HALF_BULK_H_

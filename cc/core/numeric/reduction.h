@@ -1,8 +1,8 @@
 // Element-wise reduction kernels: the only place that knows how to combine
 // two buffers of a DataType with a ReduceOp. Every algorithm reduces through
 // ReduceInto, so all of them agree bit for bit.
-#ifndef TFDIST_CORE_COLLECTIVES_REDUCTION_H_
-#define TFDIST_CORE_COLLECTIVES_REDUCTION_H_
+#ifndef TFDIST_CORE_NUMERIC_REDUCTION_H_
+#define TFDIST_CORE_NUMERIC_REDUCTION_H_
 
 #include <cstddef>
 
@@ -45,4 +45,4 @@ void FillIdentity(void* buffer, size_t count, DataType dtype, ReduceOp op);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_REDUCTION_H_
+#endif  // TFDIST_CORE_NUMERIC_REDUCTION_H_

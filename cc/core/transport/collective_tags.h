@@ -4,8 +4,8 @@
 // distinct tag per collective turns a cross-rank mismatch (rank A in a ring,
 // rank B in a broadcast) into a visible hang or size error on that tag rather
 // than silently mixed data. Values stay far below MPI_TAG_UB's minimum 32767.
-#ifndef TFDIST_CORE_COLLECTIVES_COLLECTIVE_TAGS_H_
-#define TFDIST_CORE_COLLECTIVES_COLLECTIVE_TAGS_H_
+#ifndef TFDIST_CORE_TRANSPORT_COLLECTIVE_TAGS_H_
+#define TFDIST_CORE_TRANSPORT_COLLECTIVE_TAGS_H_
 
 namespace tfdist {
 
@@ -34,4 +34,4 @@ enum ControlPlaneTag : int {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_COLLECTIVE_TAGS_H_
+#endif  // TFDIST_CORE_TRANSPORT_COLLECTIVE_TAGS_H_

@@ -5,8 +5,8 @@
 // in it). Hosts are numbered by their first rank. The layout is uniform when
 // every host has the same number of ranks; then the ranks with local rank l,
 // one per host in host order, form cross group l.
-#ifndef TFDIST_CORE_COLLECTIVES_HOST_LAYOUT_H_
-#define TFDIST_CORE_COLLECTIVES_HOST_LAYOUT_H_
+#ifndef TFDIST_CORE_TRANSPORT_HOST_LAYOUT_H_
+#define TFDIST_CORE_TRANSPORT_HOST_LAYOUT_H_
 
 #include <vector>
 
@@ -49,4 +49,4 @@ class HostLayout {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_HOST_LAYOUT_H_
+#endif  // TFDIST_CORE_TRANSPORT_HOST_LAYOUT_H_

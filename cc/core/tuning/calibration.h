@@ -9,8 +9,8 @@
 // or measured at every init, over the transport the collectives use, so with
 // emulated links it measures the emulated link. Every rank gets rank 0's
 // values, because all ranks must pick the same algorithm for the same tensor.
-#ifndef TFDIST_CORE_RUNTIME_CALIBRATION_H_
-#define TFDIST_CORE_RUNTIME_CALIBRATION_H_
+#ifndef TFDIST_CORE_TUNING_CALIBRATION_H_
+#define TFDIST_CORE_TUNING_CALIBRATION_H_
 
 #include <string>
 #include <vector>
@@ -47,4 +47,4 @@ Status CalibrateNetworkCost(Transport& transport, Transport& links, const HostLa
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_RUNTIME_CALIBRATION_H_
+#endif  // TFDIST_CORE_TUNING_CALIBRATION_H_

@@ -8,8 +8,8 @@
 // does not. One (latency, seconds per byte) pair fitted at two sizes misses
 // every size between and beyond them by up to 5x; a curve through measured
 // points does not.
-#ifndef TFDIST_CORE_COLLECTIVES_COST_CURVE_H_
-#define TFDIST_CORE_COLLECTIVES_COST_CURVE_H_
+#ifndef TFDIST_CORE_TUNING_COST_CURVE_H_
+#define TFDIST_CORE_TUNING_COST_CURVE_H_
 
 #include <cstddef>
 #include <utility>
@@ -53,4 +53,4 @@ class CostCurve {
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_COST_CURVE_H_
+#endif  // TFDIST_CORE_TUNING_COST_CURVE_H_

@@ -7,8 +7,8 @@
 // Hoefler 2018, Table 4; with those curves the formulas here are theirs).
 // Across hosts, every synchronised step of a flat algorithm costs the
 // slower class among the messages of that step.
-#ifndef TFDIST_CORE_COLLECTIVES_COST_MODEL_H_
-#define TFDIST_CORE_COLLECTIVES_COST_MODEL_H_
+#ifndef TFDIST_CORE_TUNING_COST_MODEL_H_
+#define TFDIST_CORE_TUNING_COST_MODEL_H_
 
 #include <cstddef>
 
@@ -49,4 +49,4 @@ AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link)
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_COST_MODEL_H_
+#endif  // TFDIST_CORE_TUNING_COST_MODEL_H_

@@ -4,8 +4,8 @@
 // (intra-host, then inter-host), for each step kind in StepKind order: the
 // number of distances, then for each distance the number of points and each
 // point's bytes and seconds.
-#ifndef TFDIST_CORE_COLLECTIVES_NETWORK_COST_CODEC_H_
-#define TFDIST_CORE_COLLECTIVES_NETWORK_COST_CODEC_H_
+#ifndef TFDIST_CORE_TUNING_NETWORK_COST_CODEC_H_
+#define TFDIST_CORE_TUNING_NETWORK_COST_CODEC_H_
 
 #include <cstddef>
 #include <vector>
@@ -26,4 +26,4 @@ Status DecodeNetworkCost(const std::vector<double>& values, NetworkCost* out);
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_NETWORK_COST_CODEC_H_
+#endif  // TFDIST_CORE_TUNING_NETWORK_COST_CODEC_H_

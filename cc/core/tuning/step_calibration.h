@@ -25,8 +25,8 @@
 // Every rank returns the same curves (an allreduce of the times), so that
 // every rank makes the same choices. Collective: every rank calls it with
 // the same arguments.
-#ifndef TFDIST_CORE_COLLECTIVES_STEP_CALIBRATION_H_
-#define TFDIST_CORE_COLLECTIVES_STEP_CALIBRATION_H_
+#ifndef TFDIST_CORE_TUNING_STEP_CALIBRATION_H_
+#define TFDIST_CORE_TUNING_STEP_CALIBRATION_H_
 
 #include <cstddef>
 #include <vector>
@@ -64,4 +64,4 @@ Status MeasureStepCosts(Transport& transport, const HostLayout& layout, LinkClas
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_STEP_CALIBRATION_H_
+#endif  // TFDIST_CORE_TUNING_STEP_CALIBRATION_H_

@@ -10,8 +10,8 @@
 // wake-ups are in the figure, not in multipliers added to an idle pair's
 // numbers; the chained kinds as one message at a time passed from rank to
 // rank, each to a rank that was waiting, as a tree's levels are.
-#ifndef TFDIST_CORE_COLLECTIVES_STEP_COSTS_H_
-#define TFDIST_CORE_COLLECTIVES_STEP_COSTS_H_
+#ifndef TFDIST_CORE_TUNING_STEP_COSTS_H_
+#define TFDIST_CORE_TUNING_STEP_COSTS_H_
 
 #include <array>
 #include <vector>
@@ -145,4 +145,4 @@ double StepSeconds(const NetworkCost& network, LinkClass link, StepKind kind, do
 
 }  // namespace tfdist
 
-#endif  // TFDIST_CORE_COLLECTIVES_STEP_COSTS_H_
+#endif  // TFDIST_CORE_TUNING_STEP_COSTS_H_
