@@ -32,9 +32,9 @@ constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
 
 // With more ranks than cores, a rank that polls for a negotiation may hold
 // the very core that the rank it waits for needs to get there: yielding does
-// not reliably hand it over. So there it keeps the 200 µs it had before the
-// limit below was raised: 4-byte eager allreduces at np=4 on 2 cores took
-// 500-620 µs with 2 ms, 140-510 µs with 200 µs (noisy: ranks share the cores).
+// not reliably hand it over. So there it keeps a tenth of the limit below:
+// with more ranks than cores, small eager allreduces were slower with the
+// longer poll (the spread is wide: ranks share the cores).
 constexpr auto kOversubscribedRendezvousPoll = std::chrono::microseconds(200);
 
 std::atomic<bool> cores_oversubscribed{false};
@@ -46,8 +46,8 @@ PollingBudget& BudgetFor(WaitKind kind) {
   // waits for ranks that are still computing, which in synchronous training
   // is the other ranks' lag behind this one: a few hundred µs. A sleeping
   // rank notices the last one arrive up to a sleep late, and every rank
-  // waits for the latest: with a 200 µs limit, that cost an MLP step 0.3 ms
-  // of 5 here (0.69 -> 0.77 of the no-communication ceiling with 2 ms).
+  // waits for the latest: a tenth of this limit cost a small MLP's step a
+  // noticeable share of its time against the no-communication ceiling.
   // Yielding between tests leaves the core to any thread that wants it.
   // Per thread and kind, because they wait for different things: the
   // background thread's idle rounds wait long for the peers' idle rounds,

@@ -70,8 +70,7 @@ void ConvertFrom(const void* src, void* dst, DataType dst_type, size_t count,
 // exact in double (48 significant bits of 53, and the exponents fit), and
 // both paths round it to float32 once. That covers Average over a power of
 // two of ranks (and any prescale a float32 can hold); the float32 loop runs
-// at three times the speed of the one through double (3.7-4.2 -> 1.2 µs per
-// 64 KiB here).
+// about three times as fast as the one through double.
 
 // Two explicit 16-byte vectors per iteration, like the reduction loops
 // (reduction.cc): GCC's auto-vectorised loop took 60 % longer.

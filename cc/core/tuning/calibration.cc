@@ -63,7 +63,7 @@ Status ShareRankZeros(Transport& transport, bool have, const StepCosts& mine, bo
 // kStaleCacheSlowdown times slower than they now take, it was taken on a
 // busy machine and is measured again. A cache that is faster than the check
 // is kept: a busy moment now must not replace a good calibration. Without
-// this, one slow first init (a cached L of 51 us, against 1-2 us) steered
+// this, one slow first init (a cached latency tens of times the real one) steered
 // every later job on the host -- auto's picks and top-k's sparse-or-dense
 // choice -- until someone deleted the file.
 const std::vector<size_t>& CacheCheckSizes() {

@@ -56,9 +56,9 @@
 // after the first segment's reduce-scatter the slower of the two streams
 // sets the pace and the faster is hidden -- but what the cross-host phase
 // costs the host (moving its bytes through memory and reducing them) shares
-// the host's cores with a and b, so it is hidden only behind the wire time:
-// at 2x2 on two cores hierarchical took 50-57 ms for 64 MiB where the wire
-// alone would allow 34. Each segment costs one hand-over between the
+// the host's cores with a and b, so it is hidden only behind the wire time
+// (with as many ranks as cores, hierarchical ran well above what the wire
+// alone would allow). Each segment costs one hand-over between the
 // threads. S is the argmin (HierarchicalSegments).
 #include "cc/core/tuning/cost_model.h"
 

@@ -24,8 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 // Where a tensor's data starts: TensorFlow aligns tensors to 64 bytes, and a
 // buffer 16 bytes off a 32-byte boundary (malloc's alignment) makes 16 KiB
-// to 256 KiB steps on shared memory 2-3x slower (a 256 KiB butterfly on two
-// ranks: 50 us from an aligned buffer, 133 us from one 16 bytes off).
+// to 256 KiB steps on shared memory 2-3x slower (a butterfly between two
+// ranks of one machine, from an aligned buffer and from one 16 bytes off).
 constexpr size_t kTensorAlignment = 64;
 
 // `count` floats of 1.0, aligned as a tensor's; freed when it goes. Like

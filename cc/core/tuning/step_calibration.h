@@ -16,9 +16,9 @@
 //
 // A reducing step sends what it reduced the step before, and a ring step
 // the chunk it received or reduced, as the algorithms do (data another core
-// has just written costs more to read than data at rest: here a 64 KiB
-// exchange-and-reduce took 40 us against 4 us + 1.5 us for its exchange
-// and its reduction apart). A step's time is the slowest rank's; the
+// has just written costs more to read than data at rest: a 64 KiB
+// exchange-and-reduce can take several times its exchange and its
+// reduction timed apart). A step's time is the slowest rank's; the
 // figure, the fastest of a few tries (on a shared machine other work only
 // adds time).
 //
