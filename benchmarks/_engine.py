@@ -24,16 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "build" / "benchmarks"
 LIBRARY_PATH = BUILD_DIR / "libtfdist_engine.so"
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
-#: The timer needs the algorithms and the transports, not the runtime.
-LEFT_OUT = ROOT / "cc" / "core" / "runtime"
 
 EngineTimer = Callable[[str, np.ndarray, int], float]
 
 
 def _sources() -> list:
-    core = sorted(path for path in (ROOT / "cc" / "core").rglob("*.cc")
-                  if LEFT_OUT not in path.parents)
-    return [*sorted(NATIVE_DIR.glob("*.cc")), *core]
+    from build_support import native  # the algorithms and transports, not the runtime
+    return [*sorted(NATIVE_DIR.glob("*.cc")), *native.SOURCES.engine_sources()]
 
 
 def _build() -> Path:
@@ -46,8 +43,7 @@ def _build() -> Path:
     mpi_compile, mpi_link = native.mpi_flags(mpicc)
     # The flags of libtfdist's build, without TensorFlow's; hidden symbols keep
     # this copy of the core apart from libtfdist's in the same process.
-    compile_flags = (["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
-                      "-fvisibility=hidden", "-fvisibility-inlines-hidden", f"-I{ROOT}"]
+    compile_flags = (native.SOURCES.LIBRARY_FLAGS + ["-fvisibility=hidden"]
                      + native.system_includes(mpi_compile))
     sources = _sources()
     objects = native.compile_objects(cxx, compile_flags, sources, BUILD_DIR / "objects", jobs=2)

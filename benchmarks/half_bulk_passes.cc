@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 #include <algorithm>
-#include "cc/core/half_bulk.h"
+#include "cc/core/numeric/half_bulk.h"
 using namespace tfdist;
 template <typename F> double best_ms(F f) {
   double best = 1e9;

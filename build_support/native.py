@@ -10,6 +10,7 @@ variables pip uses to hide them.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -20,6 +21,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_sources():
+    # By path, like tests/test_build.py loads this file: it works whether or
+    # not the source tree is on sys.path (pip's isolated builds, the tests).
+    spec = importlib.util.spec_from_file_location("tfdist_build_sources",
+                                                  Path(__file__).with_name("sources.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The one list of sources and flags (build_support/sources.py).
+SOURCES = _load_sources()
 LIBRARY_NAME = "libtfdist.so"
 BUILD_INFO_NAME = "build_info.json"
 
@@ -106,9 +121,8 @@ def system_includes(flags: list[str]) -> list[str]:
 
 
 def sources() -> list[Path]:
-    """Every .cc of the library: cc/core and cc/tf (not the C++ unit tests)."""
-    return sorted(p for p in (ROOT / "cc" / "core").rglob("*.cc")) + sorted(
-        (ROOT / "cc" / "tf").glob("*.cc"))
+    """Every .cc of the library: cc/core, cc/mpi, cc/testing and cc/tf (not the C++ unit tests)."""
+    return SOURCES.library_sources()
 
 
 def _newest_header_time() -> float:
@@ -164,8 +178,7 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
     mpicc = find_mpicc(tensorflow["prefix"])
     cxx = find_compiler()
     mpi_compile, mpi_link = mpi_flags(mpicc)
-    compile_flags = (["-std=c++17", "-O3", "-fPIC", "-Wall", "-Wextra", "-DNDEBUG",
-                      "-fvisibility-inlines-hidden", f"-I{ROOT}"]
+    compile_flags = (list(SOURCES.LIBRARY_FLAGS)
                      + system_includes(tensorflow["compile_flags"])
                      + system_includes(mpi_compile))
     output_dir.mkdir(parents=True, exist_ok=True)

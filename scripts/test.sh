@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source scripts/env.sh
+echo "== C++ layers (scripts/check_layers.py)"
+python scripts/check_layers.py
 echo "== C++ unit tests"
 make --no-print-directory -C cc test
 echo "== C++ unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"

@@ -68,3 +68,55 @@ def test_import_with_another_tensorflow_says_how_to_rebuild(tmp_path):
     assert "built against TensorFlow 2.0.0" in result.stderr, result.stderr[-2000:]
     assert "pip install" in result.stderr
     assert "undefined symbol" not in result.stderr
+
+
+def _load_layer_check() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tfdist_check_layers",
+                                                  ROOT / "scripts" / "check_layers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cc_keeps_its_layers():
+    """No file under cc/ includes a layer above its own, MPI or TensorFlow out of place."""
+    assert _load_layer_check().problems(ROOT / "cc") == []
+
+
+def test_layer_check_finds_each_kind_of_break(tmp_path):
+    layers = _load_layer_check()
+    files = {
+        "core/collectives/upward.h": '#include "cc/core/tuning/cost_model.h"\n',
+        "core/runtime/uses_mpi.cc": "#include <mpi.h>\n",
+        "mpi/uses_tf.cc": '#include "tensorflow/core/framework/op.h"\n',
+        "tests/needs_mpi.cc": '#include "cc/mpi/mpi_wait.h"\n',
+        "core/runtime/fine.cc": '#include "cc/core/collectives/allreduce.h"\n#include <vector>\n',
+        "stray/file.cc": "\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = "\n".join(layers.problems(tmp_path))
+    assert "core/collectives/upward.h: includes cc/core/tuning/cost_model.h" in found
+    assert "core/runtime/uses_mpi.cc: includes <mpi.h>" in found
+    assert "mpi/uses_tf.cc: includes tensorflow/" in found
+    assert "tests/needs_mpi.cc: includes cc/mpi/mpi_wait.h" in found
+    assert "stray/file.cc: not in any layer" in found
+    assert "fine.cc" not in found
+
+
+def test_every_build_lists_the_sources_of_its_layers():
+    """The unit tests build without MPI and TensorFlow; the library has every layer."""
+    sources = native.SOURCES
+    cc = ROOT / "cc"
+    tests = {p.relative_to(cc).parts[0] for p in sources.unit_test_sources()}
+    assert tests == {"core", "testing", "tests"}
+    library = {p.relative_to(cc).parts[0] for p in sources.library_sources()}
+    assert library == {"core", "mpi", "testing", "tf"}
+    engine = sources.engine_sources()
+    assert cc / "mpi" / "mpi_transport.cc" in engine
+    assert not any("runtime" in p.relative_to(cc).parts or p.name == "mpi_runtime.cc"
+                   for p in engine)
+    for flags in (sources.TEST_FLAGS, sources.LIBRARY_FLAGS, sources.SANITIZE_FLAGS,
+                  sources.TSAN_FLAGS):
+        assert "-Werror" in flags and "-std=c++17" in flags

@@ -19,10 +19,11 @@
 
 #include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/collectives/network_cost_codec.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/core/tuning/hierarchical_planner.h"
+#include "cc/core/tuning/network_cost_codec.h"
 #include "cc/core/transport/emulated_link_transport.h"
-#include "cc/core/transport/mpi_transport.h"
+#include "cc/mpi/mpi_transport.h"
 
 namespace {
 
@@ -92,7 +93,7 @@ __attribute__((visibility("default"))) int tfdist_costmodel_allreduce_seconds(
     MPI_Barrier(links.comm());
     const double start = MPI_Wtime();
     status = tfdist::RunAllreduce(static_cast<tfdist::AllreduceAlgorithm>(algorithm),
-                                  links.links(), hosts, cost, buffer, count,
+                                  links.links(), hosts, tfdist::CostModelPlanner(cost), buffer, count,
                                   static_cast<tfdist::DataType>(dtype), tfdist::ReduceOp::kSum);
     seconds[i] = MPI_Wtime() - start;
   }

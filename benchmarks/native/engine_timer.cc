@@ -15,8 +15,8 @@
 
 #include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
-#include "cc/core/transport/mpi_allreduce.h"
-#include "cc/core/transport/mpi_transport.h"
+#include "cc/mpi/mpi_allreduce.h"
+#include "cc/mpi/mpi_transport.h"
 
 extern "C" {
 

@@ -8,7 +8,7 @@
 
 #include <thread>
 
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/mpi/mpi_wait.h"
 
 namespace tfdist_bench {
 

@@ -11,9 +11,9 @@
 #include "cc/core/collectives/algorithm.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/ring_allreduce.h"
-#include "cc/core/convert.h"
-#include "cc/core/half.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/core/numeric/convert.h"
+#include "cc/core/numeric/half.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 

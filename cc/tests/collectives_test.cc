@@ -8,7 +8,7 @@
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/reducescatter.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 

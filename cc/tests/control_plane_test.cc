@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cc/core/runtime/settings_agreement.h"
-#include "cc/core/transport/in_process_transport.h"
-#include "cc/core/transport/transport_control_plane.h"
+#include "cc/testing/in_process_transport.h"
+#include "cc/core/control/transport_control_plane.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "cc/core/convert.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist {

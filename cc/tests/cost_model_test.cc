@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cc/core/collectives/cost_model.h"
+#include "cc/core/tuning/cost_model.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

@@ -27,9 +27,10 @@
 #endif
 
 #include "cc/core/collectives/allreduce.h"
-#include "cc/core/collectives/host_layout.h"
+#include "cc/core/transport/host_layout.h"
 #include "cc/core/transport/emulated_link_transport.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/core/tuning/hierarchical_planner.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 
@@ -277,10 +278,12 @@ TFDIST_TEST(EveryAllreduceRunsOverEmulatedLinks) {
         }
         const Bytes expected = SequentialReduce(buffers, count, DataType::kFloat32, ReduceOp::kSum);
         InProcessFabric fabric(size, FabricOptions(InProcessSendMode::kRendezvous));
+        const tfdist::NetworkCost network =
+            tfdist::LinearNetwork({1e-6, 1e-10, 0.0}, {20e-6, 8e-10, 0.0});
         const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& inner) {
           EmulatedLinkTransport transport(inner, layout.host_of_rank(), link);
           return tfdist::RunAllreduce(algorithm, transport, layout,
-                                      tfdist::LinearNetwork({1e-6, 1e-10, 0.0}, {20e-6, 8e-10, 0.0}),
+                                      tfdist::CostModelPlanner(network),
                                       buffers[inner.rank()].data(), count, DataType::kFloat32,
                                       ReduceOp::kSum);
         });

@@ -12,9 +12,10 @@
 
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/hierarchical_allreduce.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/core/transport/subgroup_transport.h"
+#include "cc/core/tuning/hierarchical_planner.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 
@@ -67,10 +68,10 @@ void CheckHierarchical(const HostLayout& layout, size_t count, DataType dtype, R
     const int rank = transport.rank();
     if (segments == 0) {
       return tfdist::RunAllreduce(AllreduceAlgorithm::kHierarchical, transport, layout,
-                                  kNetwork, buffers[rank].data(), count, dtype, op);
+                                  tfdist::CostModelPlanner(kNetwork), buffers[rank].data(), count, dtype, op);
     }
     void* output = separate_input ? outputs[rank].data() : buffers[rank].data();
-    return tfdist::HierarchicalAllreduce(transport, layout, kNetwork, buffers[rank].data(),
+    return tfdist::HierarchicalAllreduce(transport, layout, tfdist::CostModelPlanner(kNetwork), buffers[rank].data(),
                                          output, count, dtype, op, segments);
   });
   for (int rank = 0; rank < size; ++rank) {
@@ -218,7 +219,7 @@ TFDIST_TEST(HierarchicalAllreduceRefusesUnequalHosts) {
   const HostLayout uneven = HostLayout::FromHostLabels({0, 0, 1});
   const std::vector<Status> statuses = RunOnThreads(3, [&](Transport& transport) {
     float value = 1.0f;
-    return tfdist::HierarchicalAllreduce(transport, uneven, kNetwork, &value, 1,
+    return tfdist::HierarchicalAllreduce(transport, uneven, tfdist::CostModelPlanner(kNetwork), &value, 1,
                                          DataType::kFloat32, ReduceOp::kSum);
   });
   for (const Status& status : statuses) {

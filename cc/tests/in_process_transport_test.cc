@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 

@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
-#include "cc/core/collectives/reduction.h"
-#include "cc/core/convert.h"
-#include "cc/core/half.h"
+#include "cc/core/numeric/reduction.h"
+#include "cc/core/numeric/convert.h"
+#include "cc/core/numeric/half.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <vector>
 
-#include "cc/core/collectives/step_calibration.h"
+#include "cc/core/tuning/step_calibration.h"
 #include "cc/core/transport/emulated_link_transport.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

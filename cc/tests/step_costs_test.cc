@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "cc/core/collectives/network_cost_codec.h"
-#include "cc/core/collectives/step_costs.h"
+#include "cc/core/tuning/network_cost_codec.h"
+#include "cc/core/tuning/step_costs.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

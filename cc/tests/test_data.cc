@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "cc/core/collectives/reduction.h"
-#include "cc/core/half.h"
+#include "cc/core/numeric/reduction.h"
+#include "cc/core/numeric/half.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cc/core/data_type.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/core/base/data_type.h"
+#include "cc/testing/in_process_transport.h"
 
 namespace tfdist_test {
 

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist_test {
 

@@ -14,11 +14,11 @@
 
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/ring_allreduce.h"
-#include "cc/core/convert.h"
-#include "cc/core/half.h"
-#include "cc/core/half_bulk.h"
+#include "cc/core/numeric/convert.h"
+#include "cc/core/numeric/half.h"
+#include "cc/core/numeric/half_bulk.h"
 #include "cc/core/transport/counting_transport.h"
-#include "cc/core/transport/in_process_transport.h"
+#include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_harness.h"
 
 namespace tfdist_test {

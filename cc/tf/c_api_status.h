@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

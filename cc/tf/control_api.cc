@@ -1,23 +1,19 @@
 // The small C API the Python package calls through ctypes to start, stop and
 // query the runtime. Tensors move through TF ops, or, for small eager
 // allreduces, through eager_api.cc.
-#include <mpi.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "cc/core/collectives/algorithm.h"
-#include "cc/core/data_type.h"
+#include "cc/core/base/data_type.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/stats.h"
-#include "cc/core/runtime/mpi_runtime.h"
-#include "cc/core/transport/mpi_wait.h"
+#include "cc/mpi/mpi_runtime.h"
 #include "cc/tf/c_api_status.h"
 #include "cc/tf/runtime_handle.h"
 
@@ -87,7 +83,7 @@ extern "C" {
 // the name for `value`, or nullptr once `value` is past the last one (values
 // are dense from 0).
 
-// StatusCode (cc/core/status.h): the codes the functions here return.
+// StatusCode (cc/core/base/status.h): the codes the functions here return.
 const char* tfdist_status_code_name(int value) {
   return value < 0 ? nullptr : tfdist::StatusCodeName(static_cast<tfdist::StatusCode>(value));
 }
@@ -96,7 +92,7 @@ const char* tfdist_status_code_name(int value) {
 // `algorithm` attribute and of tfdist_resolve_algorithm.
 const char* tfdist_allreduce_algorithm_name(int value) { return AlgorithmNameOrNull(value); }
 
-// DataType and ReduceOp (cc/core/data_type.h): Python keeps its own tables of
+// DataType and ReduceOp (cc/core/base/data_type.h): Python keeps its own tables of
 // these (TensorFlow dtypes by code, the public ReduceOp enum) and checks them
 // against these names when it loads the library.
 const char* tfdist_data_type_name(int value) {
@@ -123,18 +119,9 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
   tfdist::RuntimeConfig config;
   tfdist::Status status = tfdist::RuntimeConfig::Parse(config_text, &config);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
-  MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
   tfdist::RuntimeHandle handle;
-  // The real machine (not virtual hosts) decides whether ranks share cores.
-  tfdist::Topology machine;
-  status = tfdist::DiscoverTopology(comm, /*virtual_hosts=*/0, &machine);
-  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
-  // More ranks on this node than cores (mpirun --oversubscribe): waiting
-  // ranks must yield their core to the peers they wait for.
-  const unsigned cores = std::thread::hardware_concurrency();
-  tfdist::SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
   std::unique_ptr<tfdist::Runtime> runtime;
-  status = tfdist::CreateMpiRuntime(comm, config, &runtime, &handle.topology);
+  status = tfdist::CreateMpiRuntime(comm_handle, config, &runtime, &handle.topology);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   handle.runtime = std::move(runtime);
   tfdist::SetCurrentRuntime(std::move(handle));

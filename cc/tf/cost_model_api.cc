@@ -4,17 +4,17 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc/core/collectives/cost_model.h"
-#include "cc/core/collectives/network_cost_codec.h"
+#include "cc/core/tuning/cost_model.h"
+#include "cc/core/tuning/network_cost_codec.h"
 #include "cc/tf/runtime_handle.h"
 
 extern "C" {
 
-// StepKind names (cc/core/collectives/step_costs.h), in the order of the
+// StepKind names (cc/core/tuning/step_costs.h), in the order of the
 // curves tfdist_network_cost writes; nullptr past the last.
 const char* tfdist_step_kind_name(int value) { return tfdist::StepKindName(value); }
 
-// Writes the network cost (cc/core/collectives/network_cost_codec.h) into
+// Writes the network cost (cc/core/tuning/network_cost_codec.h) into
 // out[0 .. capacity) if it fits, and returns how many values it has; -1 when
 // not initialized.
 int64_t tfdist_network_cost(double* out, int64_t capacity) {

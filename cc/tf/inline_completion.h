@@ -2,9 +2,9 @@
 //
 // An eager op blocks its Python thread until the kernel calls `done`. If the
 // runtime's thread called it, the Python thread would be woken through a
-// futex, which costs about 20 µs on a virtual machine, as does waking the
-// runtime's thread in the first place: together more than the collective
-// itself for a small tensor. So the enqueuing thread drives the runtime
+// futex, which is slow on a virtual machine, as is waking the runtime's
+// thread in the first place: together more than the collective itself for
+// a small tensor. So the enqueuing thread drives the runtime
 // itself for a short while (running negotiation rounds when no other thread
 // is) and, if its result arrives in time, finishes the op itself; if not,
 // it leaves, and the runtime's thread finishes the op when the result comes.
@@ -19,7 +19,7 @@
 
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/runtime.h"
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "cc/core/collectives/collective_tags.h"
+#include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/ring_pipeline.h"
 
 namespace tfdist {

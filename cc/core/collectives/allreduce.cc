@@ -9,19 +9,32 @@
 #include "cc/core/collectives/tree_allreduce.h"
 
 namespace tfdist {
+namespace {
+
+// On one host hierarchical allreduce has no cross-host phase and nothing to
+// pipeline, so it never asks; these are the answers that fit anyway.
+class OneHostPlanner final : public HierarchicalPlanner {
+ public:
+  int Segments(const HostLayout&, size_t) const override { return 1; }
+  AllreduceAlgorithm CrossAlgorithm(int, size_t) const override {
+    return AllreduceAlgorithm::kButterfly;
+  }
+};
+
+}  // namespace
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
-  return RunAllreduce(algorithm, transport, HostLayout(transport.size()),
-                      UniformNetwork(kDefaultLinkCost), buffer, count, dtype, op);
+  return RunAllreduce(algorithm, transport, HostLayout(transport.size()), OneHostPlanner(),
+                      buffer, count, dtype, op);
 }
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
-                    const HostLayout& layout, const NetworkCost& network,
+                    const HostLayout& layout, const HierarchicalPlanner& planner,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
   switch (algorithm) {
     case AllreduceAlgorithm::kHierarchical:
-      return HierarchicalAllreduce(transport, layout, network, buffer, count, dtype, op);
+      return HierarchicalAllreduce(transport, layout, planner, buffer, count, dtype, op);
     case AllreduceAlgorithm::kTree:
       return TreeAllreduce(transport, buffer, count, dtype, op);
     case AllreduceAlgorithm::kButterfly:

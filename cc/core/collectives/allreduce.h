@@ -7,21 +7,21 @@
 #include <cstddef>
 
 #include "cc/core/collectives/algorithm.h"
-#include "cc/core/collectives/cost_model.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/collectives/hierarchical_allreduce.h"
+#include "cc/core/transport/host_layout.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
 // `algorithm` must be kTree, kButterfly, kRing, kRabenseifner or
 // kHierarchical; kAuto and kMpi are resolved by the caller (the runtime)
-// before it gets here. `layout` (which host each rank is on) and `network`
-// (the link costs within and between hosts) are what kHierarchical needs;
-// the flat algorithms ignore them.
+// before it gets here. `layout` (which host each rank is on) and `planner`
+// (tuning/hierarchical_planner.h: the cost model's choices) are what
+// kHierarchical needs; the flat algorithms ignore them.
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
-                    const HostLayout& layout, const NetworkCost& network,
+                    const HostLayout& layout, const HierarchicalPlanner& planner,
                     void* buffer, size_t count, DataType dtype, ReduceOp op);
 
 // The same with every rank on one host (kHierarchical then reduces within

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {

@@ -15,12 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "cc/core/collectives/collective_tags.h"
-
 namespace tfdist {
 
 Status BinomialBroadcast(Transport& transport, void* buffer, size_t bytes,
-                         int root) {
+                         int root, int tag) {
   const int size = transport.size();
   const int rank = transport.rank();
   if (root < 0 || root >= size) {
@@ -37,7 +35,7 @@ Status BinomialBroadcast(Transport& transport, void* buffer, size_t bytes,
   while (mask < size) {
     if (virtual_rank & mask) {
       TFDIST_RETURN_IF_ERROR(transport.Recv(real_rank(virtual_rank - mask),
-                                            buffer, bytes, kBroadcastTag));
+                                            buffer, bytes, tag));
       break;
     }
     mask <<= 1;
@@ -47,7 +45,7 @@ Status BinomialBroadcast(Transport& transport, void* buffer, size_t bytes,
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (virtual_rank + mask < size) {
       sends.push_back(transport.StartSend(real_rank(virtual_rank + mask), buffer,
-                                          bytes, kBroadcastTag));
+                                          bytes, tag));
     }
   }
   Status result;

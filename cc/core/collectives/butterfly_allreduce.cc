@@ -17,9 +17,9 @@
 // messages.
 #include "cc/core/collectives/butterfly_allreduce.h"
 
-#include "cc/core/collectives/collective_tags.h"
+#include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/power_of_two_fold.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {

@@ -3,8 +3,8 @@
 
 #include <cstddef>
 
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {

@@ -1,13 +1,13 @@
 // Hierarchical (two-level) allreduce, for ranks spread over H hosts of k
 // ranks each, where links between hosts are slower than within one.
 //
-// The buffer is cut into S segments (S from the cost model,
+// The buffer is cut into S segments (S from the planner: the cost model's
 // HierarchicalSegments); each goes through three phases:
 //  RS. Reduce-scatter within each host (a ring, ring_pipeline.h): local rank
 //      l ends with shard l of the segment (chunk l of k, chunk_layout.h)
 //      reduced over its host.
 //  X.  Cross-host allreduce of that shard among the H ranks with local rank
-//      l, one per host, with the flat algorithm the cost model picks for a
+//      l, one per host, with the flat algorithm the planner picks for a
 //      shard of that size on the inter-host link. The k cross groups run at
 //      once, each rank on its own NIC.
 //  AG. Allgather within each host (ring, allgather.h): every rank gets all k
@@ -31,7 +31,7 @@
 // hosts (m/k with butterfly), instead of the flat ring's 2m(P-1)/P in steps
 // bounded by the slow links.
 //
-// Time (cost_model.cc), per segment of m/S bytes, with the step curves of
+// Time (tuning/cost_model.cc), per segment of m/S bytes, with the step curves of
 // step_costs.h:
 //   a = (k-1) * ring_intra(m/Sk)                                     RS
 //   x = min over flat algorithms of T(H ranks, m/Sk, across hosts)   X
@@ -49,8 +49,8 @@
 #include "cc/core/collectives/allgather.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/chunk_layout.h"
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/ring_pipeline.h"
 #include "cc/core/collectives/side_thread.h"
 #include "cc/core/transport/subgroup_transport.h"
@@ -62,7 +62,8 @@ namespace {
 // three phases on it.
 class HierarchicalRun {
  public:
-  HierarchicalRun(Transport& transport, const HostLayout& layout, const NetworkCost& network,
+  HierarchicalRun(Transport& transport, const HostLayout& layout,
+                  const HierarchicalPlanner& planner,
                   const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
                   int segments)
       : layout_(layout),
@@ -84,9 +85,8 @@ class HierarchicalRun {
         // algorithms is microseconds of CPU per rank, on the critical path
         // of a latency-bound allreduce where ranks share cores.
         cross_algorithm_(layout.host_count() > 1
-                             ? ChooseAllreduce(HostLayout::Consecutive(layout.host_count(),
-                                                                       layout.host_count()),
-                                               ShardBytes(0, local_rank_), network)
+                             ? planner.CrossAlgorithm(layout.host_count(),
+                                                      ShardBytes(0, local_rank_))
                              : AllreduceAlgorithm::kButterfly) {}
 
   int segments() const { return segments_; }
@@ -206,8 +206,9 @@ Status RunPipelined(HierarchicalRun& run) {
 }  // namespace
 
 Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
-                             const NetworkCost& network, const void* input, void* output,
-                             size_t count, DataType dtype, ReduceOp op, int segments) {
+                             const HierarchicalPlanner& planner, const void* input,
+                             void* output, size_t count, DataType dtype, ReduceOp op,
+                             int segments) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   if (layout.size() != transport.size()) {
     return Status::InvalidArgument("hierarchical allreduce: the host layout has " +
@@ -228,11 +229,10 @@ Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
   const bool pipelined = layout.host_count() > 1 && layout.ranks_per_host() > 1 &&
                          transport.AllowsConcurrentCalls();
   if (segments <= 0) {
-    segments = pipelined ? HierarchicalSegments(layout, count * DataTypeSize(dtype), network)
-                         : 1;
+    segments = pipelined ? planner.Segments(layout, count * DataTypeSize(dtype)) : 1;
   }
   segments = static_cast<int>(std::min<size_t>(static_cast<size_t>(segments), count));
-  HierarchicalRun run(transport, layout, network, input, output, count, dtype, op, segments);
+  HierarchicalRun run(transport, layout, planner, input, output, count, dtype, op, segments);
   return pipelined && segments > 1 ? RunPipelined(run) : RunInOrder(run);
 }
 

@@ -3,32 +3,44 @@
 
 #include <cstddef>
 
-#include "cc/core/collectives/cost_model.h"
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
+#include "cc/core/collectives/algorithm.h"
+#include "cc/core/transport/host_layout.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {
 
+// The two choices hierarchical allreduce leaves to a cost model
+// (tuning/hierarchical_planner.h), so that the algorithm does not depend on
+// the model. Both must be deterministic: every rank asks with the same
+// arguments and must get the same answer.
+class HierarchicalPlanner {
+ public:
+  virtual ~HierarchicalPlanner() = default;
+  // How many pipeline segments (>= 1) to cut `bytes` into on `layout`.
+  virtual int Segments(const HostLayout& layout, size_t bytes) const = 0;
+  // The flat algorithm for an allreduce of `bytes` among `hosts` ranks, one
+  // on each host.
+  virtual AllreduceAlgorithm CrossAlgorithm(int hosts, size_t bytes) const = 0;
+};
+
 // Two-level allreduce, pipelined in segments; see hierarchical_allreduce.cc.
 // `layout` describes the ranks of `transport` and must be uniform (every
-// host the same number of ranks; InvalidArgument otherwise). `network` is
-// the two link classes, from which the cost model picks the segment count
-// and each cross-host group its flat algorithm; every rank must pass the
-// same values. Reads `input` once and leaves the result in `output`
+// host the same number of ranks; InvalidArgument otherwise). `planner`
+// picks the segment count and each cross-host group its flat algorithm. Reads `input` once and leaves the result in `output`
 // (`count` elements each); `input == output` is in place, otherwise the two
 // must not overlap. `segments` > 0 forces that many pipeline segments
-// (tests); 0 takes the cost model's HierarchicalSegments.
+// (tests); 0 takes the planner's.
 Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
-                             const NetworkCost& network, const void* input, void* output,
+                             const HierarchicalPlanner& planner, const void* input, void* output,
                              size_t count, DataType dtype, ReduceOp op, int segments = 0);
 
 // In place.
 inline Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
-                                    const NetworkCost& network, void* buffer, size_t count,
-                                    DataType dtype, ReduceOp op) {
-  return HierarchicalAllreduce(transport, layout, network, buffer, buffer, count, dtype, op);
+                                    const HierarchicalPlanner& planner, void* buffer,
+                                    size_t count, DataType dtype, ReduceOp op) {
+  return HierarchicalAllreduce(transport, layout, planner, buffer, buffer, count, dtype, op);
 }
 
 }  // namespace tfdist

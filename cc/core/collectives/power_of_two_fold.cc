@@ -1,7 +1,7 @@
 #include "cc/core/collectives/power_of_two_fold.h"
 
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
 
 namespace tfdist {
 

@@ -27,9 +27,9 @@
 #include <algorithm>
 
 #include "cc/core/collectives/chunk_layout.h"
-#include "cc/core/collectives/collective_tags.h"
+#include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/power_of_two_fold.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {

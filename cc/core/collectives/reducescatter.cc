@@ -14,8 +14,8 @@
 
 #include <string>
 
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/ring_pipeline.h"
 
 namespace tfdist {

@@ -24,9 +24,9 @@
 #include "cc/core/collectives/ring_allreduce.h"
 
 #include "cc/core/collectives/chunk_layout.h"
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
-#include "cc/core/convert.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
+#include "cc/core/numeric/convert.h"
 
 namespace tfdist {
 namespace {

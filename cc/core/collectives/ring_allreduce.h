@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "cc/core/collectives/ring_pipeline.h"
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 #include "cc/core/transport/transport.h"
 
 namespace tfdist {

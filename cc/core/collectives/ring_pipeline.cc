@@ -4,8 +4,8 @@
 #include <cstring>
 #include <memory>
 
-#include "cc/core/collectives/reduction.h"
-#include "cc/core/convert.h"
+#include "cc/core/numeric/reduction.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {

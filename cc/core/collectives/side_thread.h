@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

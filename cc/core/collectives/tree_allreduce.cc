@@ -1,10 +1,10 @@
 // Tree allreduce: binomial-tree reduce to rank 0, then binomial broadcast.
 //
-// Reduce: in round k (k = 0, 1, ...), a rank whose lowest set bit is 2^k sends
-// its partial result to rank - 2^k and is done; a rank with bit k clear
-// receives from rank + 2^k (if that rank exists) and reduces into its buffer.
-// After ceil(log2 P) rounds rank 0 holds the result, which BinomialBroadcast
-// (broadcast.cc) then sends back down the same tree.
+// Reduce (binomial_reduce.h): in round k (k = 0, 1, ...), a rank whose lowest
+// set bit is 2^k sends its partial result to rank - 2^k and is done; a rank
+// with bit k clear receives from rank + 2^k (if that rank exists) and reduces
+// into its buffer. After ceil(log2 P) rounds rank 0 holds the result, which
+// BinomialBroadcast (broadcast.cc) then sends back down the same tree.
 //
 // Steps: 2 * ceil(log2 P) rounds, each moving the full vector.
 // Bytes on the wire per rank: every non-root sends m once and receives m once
@@ -15,9 +15,10 @@
 // butterfly does the same work in half the rounds.
 #include "cc/core/collectives/tree_allreduce.h"
 
+#include "cc/core/collectives/binomial_reduce.h"
 #include "cc/core/collectives/broadcast.h"
-#include "cc/core/collectives/collective_tags.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {
@@ -25,24 +26,13 @@ namespace tfdist {
 Status TreeAllreduce(Transport& transport, void* buffer, size_t count,
                      DataType dtype, ReduceOp op) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
-  const int size = transport.size();
-  const int rank = transport.rank();
-  if (size == 1 || count == 0) return Status::OK();
+  if (transport.size() == 1 || count == 0) return Status::OK();
 
   const size_t bytes = count * DataTypeSize(dtype);
   unsigned char* incoming = ThreadScratch(bytes);
-  for (int mask = 1; mask < size; mask <<= 1) {
-    if (rank & mask) {
-      TFDIST_RETURN_IF_ERROR(
-          transport.Send(rank - mask, buffer, bytes, kTreeReduceTag));
-      break;
-    }
-    if (rank + mask < size) {
-      TFDIST_RETURN_IF_ERROR(
-          transport.Recv(rank + mask, incoming, bytes, kTreeReduceTag));
-      ReduceInto(buffer, incoming, count, dtype, op);
-    }
-  }
+  TFDIST_RETURN_IF_ERROR(BinomialReduceToRankZero(
+      transport, buffer, incoming, bytes, kTreeReduceTag,
+      [&] { ReduceInto(buffer, incoming, count, dtype, op); }));
   return BinomialBroadcast(transport, buffer, bytes, /*root=*/0);
 }
 

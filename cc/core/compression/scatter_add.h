@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cc/core/collectives/algorithm.h"
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

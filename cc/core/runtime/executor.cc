@@ -11,12 +11,13 @@
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/collectives/hierarchical_allreduce.h"
-#include "cc/core/collectives/reduction.h"
+#include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
-#include "cc/core/convert.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/runtime/fusion.h"
 #include "cc/core/runtime/memory_advice.h"
+#include "cc/core/tuning/hierarchical_planner.h"
 
 namespace tfdist {
 
@@ -57,7 +58,7 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_(buffer, count, dtype, op);
   }
-  return RunAllreduce(algorithm, wire_, hosts_, network_, buffer, count, dtype, op);
+  return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), buffer, count, dtype, op);
 }
 
 namespace {
@@ -294,8 +295,8 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
 
   start = timeline_.NowMicros();
   Status status = hierarchical_from_input
-                      ? HierarchicalAllreduce(wire_, hosts_, network_, group[0]->input, buffer,
-                                              total, accumulation, d.op)
+                      ? HierarchicalAllreduce(wire_, hosts_, CostModelPlanner(network_),
+                                              group[0]->input, buffer, total, accumulation, d.op)
                       : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
   timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
                      AllreduceAlgorithmName(algorithm));

@@ -9,12 +9,12 @@
 #include <utility>
 #include <vector>
 
-#include "cc/core/collectives/cost_model.h"
+#include "cc/core/tuning/cost_model.h"
 #include "cc/core/runtime/memory_advice.h"
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
-#include "cc/core/transport/control_plane.h"
+#include "cc/core/control/control_plane.h"
 #include "cc/core/transport/transport.h"
 #include "cc/core/transport/counting_transport.h"
 

@@ -1,6 +1,6 @@
 #include "cc/core/runtime/fusion.h"
 
-#include "cc/core/convert.h"
+#include "cc/core/numeric/convert.h"
 
 namespace tfdist {
 

@@ -17,8 +17,9 @@ namespace tfdist {
 // Fusing saves a tensor one collective's fixed cost (a few µs of latency and
 // bookkeeping, and a synchronisation of all ranks) and, packed into the
 // fusion buffer, costs two copies. Above this size the copies cost more than
-// they save (256 KiB: a ring allreduce takes ~56 µs at np=2 here, the two
-// copies ~50 µs; docs/runtime.md), so larger tensors are not packed: the
+// they save (around 256 KiB a ring allreduce at np=2 on one machine costs
+// about as much as the two copies; docs/runtime.md), so larger tensors are
+// not packed: the
 // executor runs one ring over the fusion buffer and them, each where it lies
 // (ring_pipeline.h, RingSpan).
 constexpr size_t kLargestFusedTensorBytes = size_t{256} << 10;

@@ -36,8 +36,8 @@
 
 #include "cc/core/runtime/join_state.h"
 #include "cc/core/runtime/request.h"
-#include "cc/core/status.h"
-#include "cc/core/transport/control_plane.h"
+#include "cc/core/base/status.h"
+#include "cc/core/control/control_plane.h"
 
 namespace tfdist {
 

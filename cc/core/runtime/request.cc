@@ -1,6 +1,6 @@
 #include "cc/core/runtime/request.h"
 
-#include "cc/core/convert.h"
+#include "cc/core/numeric/convert.h"
 
 namespace tfdist {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cc/core/collectives/algorithm.h"
-#include "cc/core/data_type.h"
-#include "cc/core/status.h"
+#include "cc/core/base/data_type.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

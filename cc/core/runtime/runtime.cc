@@ -266,8 +266,8 @@ bool Runtime::RunRoundLocked() {
   // the other ranks' idle ticks, up to kIdleTickMs: it must not teach the
   // polling budget that waits for work are long. A joined rank's rounds
   // learn on their own budget (wait_kind.h): polling only briefly, they made
-  // the others' back-to-back eager 4-byte allreduces take 260-290 µs
-  // instead of 14-20 µs in about half the runs here (benchmarks/join.py).
+  // the others' back-to-back eager 4-byte allreduces an order of magnitude
+  // slower in about half the runs (benchmarks/join.py).
   const WaitKind wait = negotiator_.has_joined() ? WaitKind::kStandIn
                         : announced_.empty()     ? WaitKind::kIdle
                                                  : WaitKind::kRendezvous;

@@ -28,9 +28,9 @@
 #include "cc/core/runtime/stand_in.h"
 #include "cc/core/runtime/stats.h"
 #include "cc/core/runtime/timeline.h"
-#include "cc/core/transport/control_plane.h"
+#include "cc/core/control/control_plane.h"
 #include "cc/core/transport/transport.h"
-#include "cc/core/collectives/host_layout.h"
+#include "cc/core/transport/host_layout.h"
 
 namespace tfdist {
 

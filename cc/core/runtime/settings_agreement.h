@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cc/core/runtime/config.h"
-#include "cc/core/status.h"
-#include "cc/core/transport/control_plane.h"
+#include "cc/core/base/status.h"
+#include "cc/core/control/control_plane.h"
 
 namespace tfdist {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

@@ -1,39 +1,15 @@
 #include "cc/core/runtime/topology.h"
 
-#include <string>
-
-#include "cc/core/transport/mpi_comm.h"
-#include "cc/core/transport/mpi_error.h"
+#include <cstdint>
 
 namespace tfdist {
-namespace {
 
-// Each rank's host, labelled by the lowest rank on it (shared memory is
-// what MPI knows a host by). `comm` is tfdist's own (mpi_comm.h).
-Status RealHostLabels(MPI_Comm comm, int rank, int size, std::vector<int>* labels) {
-  constexpr const char* kDuring = "finding which ranks share a host";
-  OwnedComm local;
-  TFDIST_RETURN_IF_ERROR(SplitByMachine(comm, rank, kDuring, &local));
-  int label = rank;
-  int rc = MPI_Allreduce(MPI_IN_PLACE, &label, 1, MPI_INT, MPI_MIN, local.get());
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allreduce", kDuring, local.get());
-  labels->assign(size, 0);
-  rc = MPI_Allgather(&label, 1, MPI_INT, labels->data(), 1, MPI_INT, comm);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Allgather", kDuring, comm);
-  return Status::OK();
-}
-
-}  // namespace
-
-Status DiscoverTopology(MPI_Comm user_comm, int virtual_hosts, Topology* out) {
-  // On a duplicate: the user's communicator keeps its error handler, and
-  // tfdist's calls return errors.
-  OwnedComm comm;
-  TFDIST_RETURN_IF_ERROR(DuplicateComm(user_comm, "finding the hosts", &comm));
+Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
+                            int virtual_hosts, Topology* out) {
   Topology t;
-  int rc = MPI_Comm_rank(comm.get(), &t.rank);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm.get(), &t.size);
-  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_rank/size", "finding the hosts");
+  t.rank = rank;
+  t.size = static_cast<int>(machines.size());
+  t.machines = machines;
   if (virtual_hosts > 0) {
     if (t.size % virtual_hosts != 0) {
       return Status::InvalidArgument(
@@ -42,8 +18,17 @@ Status DiscoverTopology(MPI_Comm user_comm, int virtual_hosts, Topology* out) {
     }
     t.hosts = HostLayout::Consecutive(t.size, virtual_hosts);
   } else {
-    std::vector<int> labels;
-    TFDIST_RETURN_IF_ERROR(RealHostLabels(comm.get(), t.rank, t.size, &labels));
+    // Each rank's host, labelled by the lowest rank on it.
+    std::vector<int> labels(t.size, 0);
+    for (int r = 0; r < t.size; ++r) {
+      labels[r] = r;
+      for (int first = 0; first < r; ++first) {
+        if (machines[first] == machines[r]) {
+          labels[r] = first;
+          break;
+        }
+      }
+    }
     t.hosts = HostLayout::FromHostLabels(labels);
   }
   t.local_rank = t.hosts.local_rank(t.rank);
@@ -57,8 +42,19 @@ Status DiscoverTopology(MPI_Comm user_comm, int virtual_hosts, Topology* out) {
     if (host < t.hosts.host_of(t.rank)) ++t.cross_rank;
     ++t.cross_size;
   }
-  *out = t;
+  *out = std::move(t);
   return Status::OK();
+}
+
+Status DiscoverTopology(ControlPlane& control, const std::string& machine, int virtual_hosts,
+                        Topology* out) {
+  std::vector<std::vector<uint8_t>> per_rank;
+  TFDIST_RETURN_IF_ERROR(control.Allgatherv(std::vector<uint8_t>(machine.begin(), machine.end()),
+                                            WaitKind::kTransfer, &per_rank));
+  std::vector<std::string> machines;
+  machines.reserve(per_rank.size());
+  for (const std::vector<uint8_t>& bytes : per_rank) machines.emplace_back(bytes.begin(), bytes.end());
+  return TopologyFromMachines(control.rank(), machines, virtual_hosts, out);
 }
 
 }  // namespace tfdist

@@ -1,17 +1,18 @@
 // Where this process sits: its rank among the processes on its host (local)
 // and the rank of its host among the hosts (cross), as Horovod reports them.
-// Hosts are the real machines, or, with TFDIST_VIRTUAL_HOSTS=H, H virtual
-// hosts of P/H consecutive ranks each, so that one machine can stand in for
-// several.
+// Hosts are the real machines (ranks that report the same machine name share
+// one), or, with TFDIST_VIRTUAL_HOSTS=H, H virtual hosts of P/H consecutive
+// ranks each, so that one machine can stand in for several. Found over the
+// ControlPlane, so it needs no MPI: cc/mpi/ only supplies the machine name.
 #ifndef TFDIST_CORE_RUNTIME_TOPOLOGY_H_
 #define TFDIST_CORE_RUNTIME_TOPOLOGY_H_
 
-#include <mpi.h>
-
+#include <string>
 #include <vector>
 
-#include "cc/core/collectives/host_layout.h"
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
+#include "cc/core/control/control_plane.h"
+#include "cc/core/transport/host_layout.h"
 
 namespace tfdist {
 
@@ -22,13 +23,20 @@ struct Topology {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
-  HostLayout hosts;  // every rank's host
+  HostLayout hosts;                   // every rank's host
+  std::vector<std::string> machines;  // every rank's real machine name
 };
 
-// Collective over `comm`. `virtual_hosts` 0 uses the real hosts; otherwise it
-// must divide the number of ranks (InvalidArgument naming
-// TFDIST_VIRTUAL_HOSTS if not).
-Status DiscoverTopology(MPI_Comm comm, int virtual_hosts, Topology* out);
+// Rank `rank`'s topology from every rank's machine name. `virtual_hosts` 0
+// uses the real machines; otherwise it must divide the number of ranks
+// (InvalidArgument naming TFDIST_VIRTUAL_HOSTS if not).
+Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
+                            int virtual_hosts, Topology* out);
+
+// Collective over `control`: gathers every rank's `machine` name, then
+// TopologyFromMachines.
+Status DiscoverTopology(ControlPlane& control, const std::string& machine, int virtual_hosts,
+                        Topology* out);
 
 }  // namespace tfdist
 

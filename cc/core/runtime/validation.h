@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cc/core/runtime/request.h"
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

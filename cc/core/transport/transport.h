@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "cc/core/status.h"
+#include "cc/core/base/status.h"
 
 namespace tfdist {
 

@@ -1,0 +1,38 @@
+// The reduce half of tree allreduce, shared with the control plane's AND
+// allreduce (control/transport_control_plane.cc).
+//
+// In round k (k = 0, 1, ...), a rank whose lowest set bit is 2^k sends its
+// partial result to rank - 2^k and is done; a rank with bit k clear receives
+// from rank + 2^k (if that rank exists) into `incoming` and calls
+// `combine()`, which folds `incoming` into `buffer`. After ceil(log2 P)
+// rounds rank 0 holds the result.
+#ifndef TFDIST_CORE_COLLECTIVES_BINOMIAL_REDUCE_H_
+#define TFDIST_CORE_COLLECTIVES_BINOMIAL_REDUCE_H_
+
+#include <cstddef>
+
+#include "cc/core/base/status.h"
+#include "cc/core/transport/transport.h"
+
+namespace tfdist {
+
+// `incoming` holds `bytes` bytes. A template, so that the reduction inlines
+// into the loop as it did before the two callers shared it.
+template <typename Combine>
+Status BinomialReduceToRankZero(Transport& transport, void* buffer, void* incoming,
+                                size_t bytes, int tag, Combine&& combine) {
+  const int size = transport.size();
+  const int rank = transport.rank();
+  for (int mask = 1; mask < size; mask <<= 1) {
+    if (rank & mask) return transport.Send(rank - mask, buffer, bytes, tag);
+    if (rank + mask < size) {
+      TFDIST_RETURN_IF_ERROR(transport.Recv(rank + mask, incoming, bytes, tag));
+      combine();
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_COLLECTIVES_BINOMIAL_REDUCE_H_

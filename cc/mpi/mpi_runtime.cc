@@ -1,0 +1,112 @@
+#include "cc/mpi/mpi_runtime.h"
+
+#include <thread>
+#include <utility>
+
+#include "cc/core/tuning/calibration.h"
+#include "cc/core/runtime/settings_agreement.h"
+#include "cc/core/transport/emulated_link_transport.h"
+#include "cc/mpi/mpi_allreduce.h"
+#include "cc/mpi/mpi_control_plane.h"
+#include "cc/mpi/mpi_transport.h"
+#include "cc/core/control/transport_control_plane.h"
+#include "cc/mpi/mpi_wait.h"
+
+namespace tfdist {
+
+namespace {
+
+// The control plane over emulated links: negotiation pays the modelled
+// latency and bandwidth like the collectives do. Aborting and the end of MPI
+// are still MPI's.
+class EmulatedControlPlane : public TransportControlPlane {
+ public:
+  EmulatedControlPlane(Transport& links, MpiControlPlane& mpi)
+      : TransportControlPlane(links, [&mpi](const std::string& reason) { mpi.Abort(reason); }),
+        mpi_(mpi) {}
+  bool closed() const override { return mpi_.closed(); }
+
+ private:
+  MpiControlPlane& mpi_;
+};
+
+// What the runtime talks through, kept alive by it (RuntimeLinks::owner).
+// Declared in the order they are built: each may use the ones above it.
+struct MpiLinks {
+  std::unique_ptr<MpiTransport> transport;
+  std::unique_ptr<MpiControlPlane> control_plane;
+  std::unique_ptr<EmulatedLinkTransport> emulated_transport;  // or null
+  std::unique_ptr<EmulatedControlPlane> emulated_control_plane;  // or null
+};
+
+// What MPI calls this process's machine; ranks with the same name share a
+// host (runtime/topology.h).
+std::string ProcessorName() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  return std::string(name);
+}
+
+CalibrationConfig CalibrationSettings(const RuntimeConfig& config) {
+  CalibrationConfig out;
+  out.latency_seconds = config.latency_seconds;
+  out.seconds_per_byte = config.seconds_per_byte;
+  out.reduce_seconds_per_byte = config.reduce_seconds_per_byte;
+  out.inter_host_latency_seconds = config.inter_host_latency_seconds;
+  out.inter_host_seconds_per_byte = config.inter_host_seconds_per_byte;
+  out.calibration_cache_dir = config.calibration_cache_dir;
+  return out;
+}
+
+}  // namespace
+
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology) {
+  return CreateMpiRuntime(reinterpret_cast<MPI_Comm>(comm_handle), config, out, topology);
+}
+
+Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology) {
+  auto mpi = std::make_shared<MpiLinks>();
+  TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &mpi->transport));
+  TFDIST_RETURN_IF_ERROR(MpiControlPlane::Create(comm, &mpi->control_plane));
+  // The real machine (not virtual hosts) decides whether ranks share cores.
+  Topology machine;
+  TFDIST_RETURN_IF_ERROR(DiscoverTopology(*mpi->control_plane, ProcessorName(),
+                                          /*virtual_hosts=*/0, &machine));
+  // More ranks on this node than cores (mpirun --oversubscribe): waiting
+  // ranks must yield their core to the peers they wait for.
+  const unsigned cores = std::thread::hardware_concurrency();
+  SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
+  // Before anything collective that depends on them (the calibration does).
+  TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
+  TFDIST_RETURN_IF_ERROR(
+      TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
+  RuntimeLinks links;
+  links.transport = mpi->transport.get();
+  links.control_plane = mpi->control_plane.get();
+  if (config.emulated_bandwidth > 0) {
+    const EmulatedLink link{config.emulated_bandwidth, config.emulated_latency};
+    TFDIST_RETURN_IF_ERROR(CheckEmulatedLink(link));
+    mpi->emulated_transport = std::make_unique<EmulatedLinkTransport>(
+        *mpi->transport, topology->hosts.host_of_rank(), link);
+    mpi->emulated_control_plane =
+        std::make_unique<EmulatedControlPlane>(*mpi->emulated_transport, *mpi->control_plane);
+    links.transport = mpi->emulated_transport.get();
+    links.control_plane = mpi->emulated_control_plane.get();
+  }
+  NetworkCost network_cost{};
+  TFDIST_RETURN_IF_ERROR(CalibrateNetworkCost(*mpi->transport, *links.transport,
+                                              topology->hosts, topology->machines,
+                                              CalibrationSettings(config), &network_cost));
+  const MPI_Comm data_comm = mpi->transport->comm();
+  links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
+                                          ReduceOp op) {
+    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
+  };
+  links.owner = std::move(mpi);
+  return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);
+}
+
+}  // namespace tfdist

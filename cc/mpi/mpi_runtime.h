@@ -1,0 +1,35 @@
+// The production runtime: over MPI, on private duplicates of the user's
+// communicator (one for the collectives' point-to-point messages, one for
+// the control plane).
+#ifndef TFDIST_MPI_MPI_RUNTIME_H_
+#define TFDIST_MPI_MPI_RUNTIME_H_
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "cc/core/runtime/config.h"
+#include "cc/core/runtime/runtime.h"
+#include "cc/core/runtime/topology.h"
+
+namespace tfdist {
+
+// Collective over `comm`: every rank calls it. Finds the real machines
+// (their ranks' waits yield the core when a machine has more ranks than
+// cores), checks that the ranks' settings agree, finds the hosts (virtual
+// ones with TFDIST_VIRTUAL_HOSTS) into `topology`, puts the collectives and
+// the control plane behind emulated inter-host links when
+// TFDIST_EMULATED_BANDWIDTH is set, measures or reads the link costs, then
+// starts the runtime.
+Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology);
+
+// The same for `comm_handle`, an mpi4py communicator's MPI_Comm handle, so
+// that callers (cc/tf) need not see MPI's types.
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_MPI_MPI_RUNTIME_H_

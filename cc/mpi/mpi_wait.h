@@ -1,0 +1,41 @@
+// Waiting for MPI requests without stealing the CPU from TensorFlow.
+//
+// MPI_Wait busy-polls: on a 2-core machine that costs TensorFlow's compute
+// threads about a third of their throughput. We poll with MPI_Test for a
+// budget learned from recent waits of the same kind (polling_budget.h):
+// spinning first, then yielding the core between tests; then we sleep with
+// a growing interval (20 µs doubling to 250 µs, 1 ms once the wait is older
+// than 10 ms). Yielding keeps MPI's progress engine turning while a large
+// message streams through shared memory (both sides must keep testing for
+// its fragments to move), yet gives the core to any TensorFlow thread that
+// wants it; sleeping starts once the peer is evidently busy elsewhere.
+#ifndef TFDIST_MPI_MPI_WAIT_H_
+#define TFDIST_MPI_MPI_WAIT_H_
+
+#include <mpi.h>
+
+#include "cc/core/base/status.h"
+#include "cc/mpi/mpi_error.h"
+#include "cc/core/transport/wait_kind.h"
+
+namespace tfdist {
+
+// Completes `count` requests of `comm`; returns MPI_SUCCESS or the error
+// code of the first request that failed (never MPI_ERR_IN_STATUS, which
+// says only that some request did). On an error, requests still pending are
+// left as they are: the caller stops using the communicator.
+int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind = WaitKind::kTransfer);
+
+// The same as a Status: Internal naming `during` (the collective), MPI's
+// error string and, for a dead peer, the failed ranks of `comm` (mpi_error.h).
+Status WaitAllPolitely(MPI_Comm comm, int count, MPI_Request* requests, const char* during,
+                       WaitKind kind = WaitKind::kTransfer);
+
+// Whether this node runs more ranks than it has cores (set by the runtime at
+// start-up). Waits then keep polling with sched_yield, which hands the core
+// to the peer they wait for, instead of sleeping (polling_budget.h).
+void SetCoresOversubscribed(bool oversubscribed);
+
+}  // namespace tfdist
+
+#endif  // TFDIST_MPI_MPI_WAIT_H_
