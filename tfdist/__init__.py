@@ -8,8 +8,9 @@ from tfdist import _library
 from tfdist import gradients as _gradients  # noqa: F401  (registers the gradients)
 from tfdist.config import ConfigError, RuntimeSettings
 from tfdist.functions import allgather_object, broadcast_object, broadcast_variables, join
-from tfdist.ops import (Average, Max, Min, Product, ReduceOp, Sum, allgather, allreduce,
-                        alltoall, barrier, broadcast, grouped_allreduce, local_rank_op,
+from tfdist.ops import (Adasum, Average, Max, Min, Product, ReduceOp, Sum, allgather,
+                        allreduce, alltoall, barrier, broadcast, grouped_allgather,
+                        grouped_allreduce, grouped_reducescatter, local_rank_op,
                         local_size_op, rank_op, reducescatter, size_op)
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
                             cross_size, init, is_initialized, link_cost, local_rank,
@@ -22,11 +23,13 @@ from tfdist import checkpoint  # noqa: E402  (tfdist.checkpoint.save/restore aft
 __version__ = "0.1.0"
 
 __all__ = [
-    "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError", "Product",
-    "PartialDistributedGradientTape", "ReduceOp", "RuntimeSettings", "Sum", "algorithm_for", "allgather", "allgather_object",
-    "allreduce", "alltoall", "barrier", "broadcast", "broadcast_object", "broadcast_variables",
-    "cross_rank", "cross_size", "default_num_groups", "grouped_allreduce",
-    "init", "is_initialized", "is_local_variable", "join", "link_cost", "local_rank", "local_rank_op", "local_size",
+    "Adasum", "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError",
+    "PartialDistributedGradientTape", "Product", "ReduceOp", "RuntimeSettings", "Sum",
+    "algorithm_for", "allgather", "allgather_object", "allreduce", "alltoall", "barrier",
+    "broadcast", "broadcast_object", "broadcast_variables", "cross_rank", "cross_size",
+    "default_num_groups", "grouped_allgather", "grouped_allreduce", "grouped_reducescatter",
+    "init", "is_initialized", "is_local_variable", "join", "link_cost", "local_rank",
+    "local_rank_op", "local_size",
     "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
     "stats",
 ]

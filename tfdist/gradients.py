@@ -61,3 +61,54 @@ def _grouped_allreduce_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
                                       prescale_factor=float(op.get_attr("prescale_factor")),
                                       postscale_factor=float(op.get_attr("postscale_factor")),
                                       wire_code=op.get_attr("compression"))
+
+
+def _rows_start(op: tf.Operation, index: int, name):
+    """This rank's rows of allgather input ``index``: where they start in the output, and how
+    many there are."""
+    rows = tf.shape(op.inputs[index], out_type=tf.int64)[:1]
+    all_rows = ops.allgather(rows, name=f"{name}/rows" if name else None)
+    return tf.reduce_sum(all_rows[:runtime.rank()]), rows[0]
+
+
+@tf.RegisterGradient("TfdistGroupedAllgather")
+def _grouped_allgather_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
+    # As for one allgather, member by member: the summed gradient of this
+    # rank's rows; the sums go as one grouped allreduce.
+    name = _derived_name(op, "grad")
+    grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
+    summed = ops.grouped_allreduce(grads, op=ops.Sum, name=name)
+    result = []
+    for i, total in enumerate(summed):
+        start, rows = _rows_start(op, i, f"{name}/{i}" if name else None)
+        result.append(total[start:start + rows])
+    return result
+
+
+def _reducescatter_factor(op: tf.Operation) -> float:
+    # y_r = post * reduce(pre * x_q)[rows of r]: for Sum and Average, dy/dx_q
+    # gathers every rank's output gradient, times the same factors.
+    reduce_op = ops.ReduceOp(op.get_attr("reduce_op"))
+    if reduce_op not in (ops.Sum, ops.Average):
+        raise NotImplementedError(
+            f"tfdist reducescatter with op={reduce_op.name} has no gradient; use Sum or Average")
+    factor = float(op.get_attr("prescale_factor")) * float(op.get_attr("postscale_factor"))
+    return factor / runtime.size() if reduce_op == ops.Average else factor
+
+
+def _scaled(tensor: tf.Tensor, factor: float) -> tf.Tensor:
+    return tensor if factor == 1.0 else tensor * tf.cast(factor, tensor.dtype)
+
+
+@tf.RegisterGradient("TfdistReducescatter")
+def _reducescatter_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
+    factor = _reducescatter_factor(op)
+    return _scaled(ops.allgather(grad, name=_derived_name(op, "grad")), factor)
+
+
+@tf.RegisterGradient("TfdistGroupedReducescatter")
+def _grouped_reducescatter_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
+    factor = _reducescatter_factor(op)
+    grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
+    gathered = ops.grouped_allgather(grads, name=_derived_name(op, "grad"))
+    return [_scaled(g, factor) for g in gathered]

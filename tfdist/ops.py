@@ -26,6 +26,8 @@ class ReduceOp(enum.IntEnum):
     MAX = 2
     PRODUCT = 3
     AVERAGE = 4
+    #: Adaptive summation of floating-point gradients (allreduce only; docs/adasum.md).
+    ADASUM = 5
 
 
 Sum = ReduceOp.SUM
@@ -33,11 +35,16 @@ Min = ReduceOp.MIN
 Max = ReduceOp.MAX
 Product = ReduceOp.PRODUCT
 Average = ReduceOp.AVERAGE
+Adasum = ReduceOp.ADASUM
 
 _REDUCE_OPS = frozenset(ReduceOp)
-# The values are the library's ReduceOp codes, Average (Sum then 1/size) after them.
-_library.check_mirror("ReduceOp", [op.name.lower() for op in ReduceOp if op != ReduceOp.AVERAGE],
+# The values are the library's ReduceOp codes, Average (Sum then 1/size) and
+# Adasum (Sum's op, combined by Adasum) after them.
+_library.check_mirror("ReduceOp", [op.name.lower() for op in ReduceOp
+                                   if op not in (ReduceOp.AVERAGE, ReduceOp.ADASUM)],
                       _library.control().tfdist_reduce_op_name)
+# What the collectives other than allreduce accept.
+_ELEMENTWISE_OPS = (Sum, Average, Min, Max, Product)
 _library.check_mirrors()
 _REDUCIBLE = _library.REDUCIBLE_DTYPES
 _REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
@@ -119,6 +126,12 @@ def _checked(op: Any, name: Any, prescale_factor: Any = 1.0,
     return op
 
 
+def _check_adasum_algorithm(op: ReduceOp, algorithm: Optional[str]) -> None:
+    if op == Adasum and algorithm is not None:
+        raise ValueError(f"op=tfdist.Adasum cannot be combined with algorithm={algorithm!r}: "
+                         "Adasum is its own algorithm; leave algorithm=None")
+
+
 def check_compression(compression: Any, op: ReduceOp,
                       algorithm: Optional[str] = None) -> None:
     """Raises a TypeError/ValueError naming ``compression`` when it cannot apply."""
@@ -140,7 +153,8 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
               algorithm: Optional[str] = None, compression: Any = None) -> tf.Tensor:
     """Combines ``tensor`` across all ranks; every rank gets the result.
 
-    ``op`` is one of Sum, Average (default), Min, Max, Product. The input is
+    ``op`` is one of Sum, Average (default), Min, Max, Product, or Adasum
+    (floating tensors only: adaptive summation, docs/adasum.md). The input is
     multiplied by ``prescale_factor`` before and the result by
     ``postscale_factor`` after the reduction, in double precision; integer
     results are rounded to nearest. float16/bfloat16 are accumulated in
@@ -154,6 +168,7 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     op = _checked(op, name, prescale_factor, postscale_factor)
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
+    _check_adasum_algorithm(op, algorithm)
     if compression is not None:
         compression = _arguments.compressor(compression)
         check_compression(compression, op, algorithm)
@@ -208,6 +223,7 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                         f"{type(tensors).__name__}; for one tensor use tfdist.allreduce")
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
+    _check_adasum_algorithm(op, algorithm)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if compression is not None:
         compression = _arguments.compressor(compression)
@@ -252,6 +268,57 @@ def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
     return output
 
 
+def _tensor_list(tensors: Any, single: str) -> List[tf.Tensor]:
+    """``tensors`` (a list or tuple) as tensors; a TypeError for a lone tensor."""
+    if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
+            tensors, "__iter__"):
+        raise TypeError("tensors must be a list or tuple of tensors, got "
+                        f"{type(tensors).__name__}; for one tensor use tfdist.{single}")
+    return [tf.convert_to_tensor(t) for t in tensors]
+
+
+def grouped_allgather(tensors: Sequence[tf.Tensor],
+                      name: Optional[str] = None) -> List[tf.Tensor]:
+    """Allgathers a list of tensors as one unit; ``[]`` gives ``[]``.
+
+    Negotiated together and fused into one collective; tensor i is matched
+    across ranks as ``"<name>.<i>"`` and gathered as ``allgather`` would
+    (its first dimension may differ between ranks). Each tensor may have its
+    own dtype and shape; every rank must pass the same number of tensors.
+    """
+    _arguments.name(name)
+    tensors = _tensor_list(tensors, "allgather")
+    if not tensors:
+        return []
+    outputs = list(_library.ops().tfdist_grouped_allgather(
+        tensors, name=_node_name(name), **_naming(name)))
+    _independent(*outputs)
+    return outputs
+
+
+def grouped_reducescatter(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
+                          name: Optional[str] = None, prescale_factor: float = 1.0,
+                          postscale_factor: float = 1.0) -> List[tf.Tensor]:
+    """Reducescatters a list of tensors as one unit; ``[]`` gives ``[]``.
+
+    Negotiated together and fused into one collective (one per dtype);
+    tensor i is matched across ranks as ``"<name>.<i>"`` and split as
+    ``reducescatter`` splits it. ``op`` as in ``reducescatter``.
+    """
+    op = _checked(op, name, prescale_factor, postscale_factor)
+    _arguments.reduce_op(op, "op", allowed=_ELEMENTWISE_OPS)
+    tensors = _tensor_list(tensors, "reducescatter")
+    if not tensors:
+        return []
+    for tensor in tensors:
+        _check_reducible(tensor, "grouped_reducescatter")
+    outputs = list(_library.ops().tfdist_grouped_reducescatter(
+        tensors, name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
+        **_naming(name)))
+    _independent(*outputs)
+    return outputs
+
+
 def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
     """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included)."""
     _arguments.rank(root_rank, "root_rank", runtime.size())
@@ -291,6 +358,7 @@ def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str]
     split as evenly as possible and the first (rows % size) ranks get one more.
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
+    _arguments.reduce_op(op, "op", allowed=_ELEMENTWISE_OPS)
     tensor = tf.convert_to_tensor(tensor)
     _check_reducible(tensor, "reducescatter")
     output = _library.ops().tfdist_reducescatter(

@@ -21,8 +21,23 @@ TFDIST_TEST(AverageIsSumWithAPostscaleOfOneOverSize) {
   CHECK(d.op == ReduceOp::kSum && d.prescale == 2.0 && d.postscale == 0.75);
   CHECK(DescribeReduction(static_cast<int>(ReduceOp::kMax), 1.0, 1.0, 4, &d).ok());
   CHECK(d.op == ReduceOp::kMax && d.postscale == 1.0);
-  CHECK(!DescribeReduction(kAverageCode + 1, 1.0, 1.0, 4, &d).ok());
+  CHECK(!DescribeReduction(kAdasumCode + 1, 1.0, 1.0, 4, &d).ok());
   CHECK(!DescribeReduction(-1, 1.0, 1.0, 4, &d).ok());
+}
+
+TFDIST_TEST(AdasumIsSumCombinedByAdasumForFloatingAllreducesOnly) {
+  TensorDescription d;
+  CHECK(DescribeReduction(kAdasumCode, 1.0, 1.0, 4, &d).ok());
+  CHECK(d.op == ReduceOp::kSum && d.combiner == Combiner::kAdasum && d.postscale == 1.0);
+  CHECK(!DescribeCompression(1, &d).ok());
+  d.dtype = DataType::kInt32;
+  const Status integer = DescribeReduction(kAdasumCode, 1.0, 1.0, 4, &d);
+  CHECK(integer.code() == StatusCode::kInvalidArgument);
+  CHECK(integer.message().find("Adasum") != std::string::npos &&
+        integer.message().find("int32") != std::string::npos);
+  d.dtype = DataType::kFloat32;
+  d.type = CollectiveType::kReducescatter;
+  CHECK(!DescribeReduction(kAdasumCode, 1.0, 1.0, 4, &d).ok());
 }
 
 }  // namespace

@@ -219,11 +219,12 @@ class AllreduceKernel : public CollectiveKernel {
   AllreduceAttrs attrs_;
 };
 
-// N allreduces enqueued and completed as one unit (TfdistGroupedAllreduce).
-class GroupedAllreduceKernel : public tf::AsyncOpKernel {
+// N collectives enqueued and completed as one unit (TfdistGrouped*): member
+// i is named "<name>.<i>" and carries the group's size, which ranks must
+// agree on (a rank whose group is rejected withdraws it whole, runtime.cc).
+class GroupedKernel : public tf::AsyncOpKernel {
  public:
-  explicit GroupedAllreduceKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, attrs_.Read(c));
+  explicit GroupedKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(c, c->GetAttr("eager", &eager_));
   }
@@ -252,8 +253,9 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
     std::vector<Request> requests(n);
     for (int i = 0; i < n; ++i) {
       requests[i].name = base + "." + std::to_string(i);
-      OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(attrs_.Describe(ctx, i, handle.topology,
-                                                           &requests[i])), done);
+      OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(DescribeMember(ctx, i, handle.topology,
+                                                          &requests[i])), done);
+      requests[i].description.group_size = n;
       requests[i].done = [ctx, done, pending](const Status& s) {
         bool last = false;
         {
@@ -273,11 +275,41 @@ class GroupedAllreduceKernel : public tf::AsyncOpKernel {
     }
   }
 
+ protected:
+  // Describes input `index` as request `r` (its output is output `index`).
+  virtual Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology& topology,
+                                Request* r) = 0;
+
  private:
-  AllreduceAttrs attrs_;
   std::string tensor_name_;
   bool eager_ = false;
 };
+
+class GroupedAllreduceKernel : public GroupedKernel {
+ public:
+  explicit GroupedAllreduceKernel(tf::OpKernelConstruction* c) : GroupedKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+ protected:
+  Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology& topology,
+                        Request* r) override {
+    return attrs_.Describe(ctx, index, topology, r);
+  }
+
+ private:
+  AllreduceAttrs attrs_;
+};
+
+// Input `index` as an allgather whose result is output `index`.
+Status DescribeAllgather(tf::OpKernelContext* ctx, int index, Request* r) {
+  const tf::Tensor& input = ctx->input(index);
+  TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "allgather"));
+  TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllgather, &r->description));
+  r->input = Base(input);
+  r->allocate_output = AllocateOutput(ctx, index);
+  return Status::OK();
+}
 
 class AllgatherKernel : public CollectiveKernel {
  public:
@@ -285,12 +317,18 @@ class AllgatherKernel : public CollectiveKernel {
 
  protected:
   Status Describe(tf::OpKernelContext* ctx, const Topology&, Request* r) override {
-    const tf::Tensor& input = ctx->input(0);
-    TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "allgather"));
-    TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllgather, &r->description));
-    r->input = Base(input);
-    r->allocate_output = AllocateOutput(ctx, 0);
-    return Status::OK();
+    return DescribeAllgather(ctx, 0, r);
+  }
+};
+
+class GroupedAllgatherKernel : public GroupedKernel {
+ public:
+  using GroupedKernel::GroupedKernel;
+
+ protected:
+  Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology&,
+                        Request* r) override {
+    return DescribeAllgather(ctx, index, r);
   }
 };
 
@@ -373,6 +411,18 @@ class AlltoallKernel : public CollectiveKernel {
   }
 };
 
+// Input `index` as a reducescatter whose result is output `index`.
+Status DescribeReducescatter(tf::OpKernelContext* ctx, int index, const ReductionAttrs& attrs,
+                             const Topology& topology, Request* r) {
+  const tf::Tensor& input = ctx->input(index);
+  TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "reducescatter"));
+  TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kReducescatter, &r->description));
+  TFDIST_RETURN_IF_ERROR(attrs.Apply(topology, &r->description));
+  r->input = Base(input);
+  r->allocate_output = AllocateOutput(ctx, index);
+  return Status::OK();
+}
+
 class ReducescatterKernel : public CollectiveKernel {
  public:
   explicit ReducescatterKernel(tf::OpKernelConstruction* c) : CollectiveKernel(c) {
@@ -381,14 +431,23 @@ class ReducescatterKernel : public CollectiveKernel {
 
  protected:
   Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
-    const tf::Tensor& input = ctx->input(0);
-    TFDIST_RETURN_IF_ERROR(NeedsFirstDimension(input, "reducescatter"));
-    TFDIST_RETURN_IF_ERROR(
-        DescribeInput(input, CollectiveType::kReducescatter, &r->description));
-    TFDIST_RETURN_IF_ERROR(attrs_.Apply(topology, &r->description));
-    r->input = Base(input);
-    r->allocate_output = AllocateOutput(ctx, 0);
-    return Status::OK();
+    return DescribeReducescatter(ctx, 0, attrs_, topology, r);
+  }
+
+ private:
+  ReductionAttrs attrs_;
+};
+
+class GroupedReducescatterKernel : public GroupedKernel {
+ public:
+  explicit GroupedReducescatterKernel(tf::OpKernelConstruction* c) : GroupedKernel(c) {
+    OP_REQUIRES_OK(c, attrs_.Read(c));
+  }
+
+ protected:
+  Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology& topology,
+                        Request* r) override {
+    return DescribeReducescatter(ctx, index, attrs_, topology, r);
   }
 
  private:
@@ -460,6 +519,10 @@ REGISTER_KERNEL_BUILDER(Name("TfdistAllgather").Device(tf::DEVICE_CPU), Allgathe
 REGISTER_KERNEL_BUILDER(Name("TfdistBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistGroupedAllgather").Device(tf::DEVICE_CPU),
+                        GroupedAllgatherKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistGroupedReducescatter").Device(tf::DEVICE_CPU),
+                        GroupedReducescatterKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistJoin").Device(tf::DEVICE_CPU), JoinKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistTopology").Device(tf::DEVICE_CPU), TopologyKernel);

@@ -30,6 +30,18 @@ absl::Status UnknownFirstDimension(InferenceContext* c) {
   return absl::OkStatus();
 }
 
+// UnknownFirstDimension for every input of a grouped op.
+absl::Status UnknownFirstDimensions(InferenceContext* c) {
+  for (int i = 0; i < c->num_inputs(); ++i) {
+    ShapeHandle input;
+    TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(i), 1, &input));
+    ShapeHandle output;
+    TF_RETURN_IF_ERROR(c->ReplaceDim(input, 0, c->UnknownDim(), &output));
+    c->set_output(i, output);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ScalarShape(InferenceContext* c) {
   c->set_output(0, c->Scalar());
   return absl::OkStatus();
@@ -37,7 +49,7 @@ absl::Status ScalarShape(InferenceContext* c) {
 
 }  // namespace
 
-// reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average. compression: 0 none,
+// reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average, 5 adasum. compression: 0 none,
 // 1 fp16, 2 bf16 (request.h WireCompression). Scale factors travel
 // as decimal strings so that they keep double precision (TF has no double
 // attribute).
@@ -120,6 +132,29 @@ REGISTER_OP("TfdistReducescatter")
     .Attr("eager: bool = false")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimension);
+
+// N allgathers, or N reducescatters, as one unit, as TfdistGroupedAllreduce
+// (fused into one collective, fusion.h).
+REGISTER_OP("TfdistGroupedAllgather")
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .Attr("T: list({bool, uint8, int8, int32, int64, half, bfloat16, float, double})")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(UnknownFirstDimensions);
+
+REGISTER_OP("TfdistGroupedReducescatter")
+    .Input("tensors: T")
+    .Output("outputs: T")
+    .Attr("T: list({uint8, int8, int32, int64, half, bfloat16, float, double})")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Attr("tensor_name: string = ''")
+    .Attr("eager: bool = false")
+    .SetIsStateful()
+    .SetShapeFn(UnknownFirstDimensions);
 
 REGISTER_OP("TfdistBarrier")
     .Output("size: int32")

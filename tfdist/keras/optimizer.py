@@ -52,7 +52,7 @@ class DistributedSettings:
 
     def __post_init__(self) -> None:
         _arguments.integer(self.backward_passes_per_step, "backward_passes_per_step", minimum=1)
-        _arguments.reduce_op(self.op, "op", allowed=(ops.Average, ops.Sum))
+        _arguments.reduce_op(self.op, "op", allowed=(ops.Average, ops.Sum, ops.Adasum))
         _arguments.boolean(self.average_aggregated_gradients, "average_aggregated_gradients")
         _arguments.boolean(self.sparse_as_dense, "sparse_as_dense")
         validate_reduction(self.op, self.gradient_predivide_factor, self.num_groups)
@@ -285,7 +285,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
       compression: a ``tfdist.Compression`` compressor (``none``, ``fp16``, ``bf16``,
         ``topk(ratio)``, ``powersgd(rank)``) or its name ("none", "fp16", "bf16",
         "powersgd").
-      op: ``Average`` (default) or ``Sum``.
+      op: ``Average`` (default), ``Sum``, or ``Adasum`` (adaptive summation,
+        for a learning rate not scaled by the number of ranks; docs/adasum.md).
       backward_passes_per_step: apply (and communicate) once every N calls,
         with the local sum of the N gradients.
       average_aggregated_gradients: divide that local sum by N.
@@ -313,7 +314,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
     _arguments.name(name)
     settings = DistributedSettings(
         compression=_arguments.compressor(compression),
-        op=_arguments.reduce_op(op, "op", allowed=(ops.Average, ops.Sum)),
+        op=_arguments.reduce_op(op, "op", allowed=(ops.Average, ops.Sum, ops.Adasum)),
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,
         sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor,

@@ -89,6 +89,7 @@ double UnpackScale(const TensorDescription& d) {
 
 Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
   const TensorDescription& d = group[0]->description;
+  if (d.combiner == Combiner::kAdasum) return AllreduceAdasum(group);
   size_t bytes = 0;
   bool large = false;
   for (const Request* r : group) {

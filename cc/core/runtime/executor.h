@@ -57,6 +57,11 @@ class CollectiveExecutor {
   Status Broadcast(Request& request);
   Status Alltoall(Request& request, const std::vector<TensorDescription>& per_rank);
   Status Reducescatter(Request& request);
+  // Members of grouped ops that fusion.h let share one collective
+  // (grouped_executor.cc); per_rank[i] is members[i]'s per-rank descriptions.
+  Status GroupedAllgather(const std::vector<Request*>& members,
+                          const std::vector<const std::vector<TensorDescription>*>& per_rank);
+  Status GroupedReducescatter(const std::vector<Request*>& members);
   Status Barrier();
   // Writes join()'s result, the rank that joined last, into the output.
   Status Join(Request& request, int last_joined);
@@ -74,6 +79,9 @@ class CollectiveExecutor {
   // Packed into the fusion buffer, or one tensor alone in its output, with
   // any algorithm.
   Status AllreduceFused(const std::vector<Request*>& group);
+  // Allreduces combined by Adasum, packed into the fusion buffer, each
+  // tensor combined on its own (adasum_executor.cc).
+  Status AllreduceAdasum(const std::vector<Request*>& group);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
   // `count` elements of the request's input, scaled (PackScale), in the

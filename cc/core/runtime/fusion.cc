@@ -7,6 +7,9 @@ namespace tfdist {
 namespace {
 
 bool CanShare(const TensorDescription& a, const TensorDescription& b) {
+  if (a.type != b.type) return false;
+  // An allgather moves bytes: any dtypes share one.
+  if (a.type == CollectiveType::kAllgather) return true;
   bool same = true;
   ForEachDescriptionField([&](auto field, const DescriptionField& role) {
     if (role.fusion_key) same = same && a.*field == b.*field;
@@ -30,12 +33,20 @@ std::vector<std::vector<size_t>> PlanFusion(
   for (size_t i = 0; i < descriptions.size(); ++i) {
     const TensorDescription& d = *descriptions[i];
     const size_t bytes = AccumulationBytes(d);
-    const bool can_fuse = d.type == CollectiveType::kAllreduce && bytes <= threshold_bytes;
+    // Members of grouped allgathers and reducescatters fuse whatever their
+    // size (an allgather's differs between ranks, so no size could be
+    // compared alike on every rank).
+    const bool grouped = d.group_size > 0 && (d.type == CollectiveType::kAllgather ||
+                                              d.type == CollectiveType::kReducescatter);
+    const bool can_fuse = grouped ? threshold_bytes > 0
+                                  : d.type == CollectiveType::kAllreduce &&
+                                        bytes <= threshold_bytes;
     bool placed = false;
     if (can_fuse) {
       for (size_t g = 0; g < groups.size() && !placed; ++g) {
         const TensorDescription& first = *descriptions[groups[g][0]];
-        if (fusible[g] && CanShare(first, d) && group_bytes[g] + bytes <= threshold_bytes) {
+        if (fusible[g] && CanShare(first, d) &&
+            (grouped || group_bytes[g] + bytes <= threshold_bytes)) {
           groups[g].push_back(i);
           group_bytes[g] += bytes;
           placed = true;

@@ -29,7 +29,9 @@ constexpr size_t kLargestFusedTensorBytes = size_t{256} << 10;
 size_t AccumulationBytes(const TensorDescription& description);
 
 // Returns groups of indices into `descriptions`, in execution order. Every
-// index appears exactly once; non-allreduce collectives are groups of one.
+// index appears exactly once; the members of grouped allgathers (any dtypes)
+// and grouped reducescatters (as allreduces) fuse whatever their size;
+// other collectives are groups of one.
 std::vector<std::vector<size_t>> PlanFusion(
     const std::vector<const TensorDescription*>& descriptions,
     size_t threshold_bytes);

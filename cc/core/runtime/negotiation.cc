@@ -250,6 +250,48 @@ Status Negotiator::ExchangeAnnouncements(
   return control_plane_.Allgatherv(writer.bytes(), wait, per_rank);
 }
 
+namespace {
+
+bool IsMemberOf(const std::string& name, const std::string& group) {
+  if (name.size() <= group.size() + 1 || name.compare(0, group.size(), group) != 0 ||
+      name[group.size()] != '.') {
+    return false;
+  }
+  return name.find_first_not_of("0123456789", group.size() + 1) == std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> Negotiator::Withdraw(const std::string& group) {
+  std::vector<std::string> names;
+  for (auto it = table_.begin(); it != table_.end();) {
+    if (IsMemberOf(it->first, group)) {
+      names.push_back(it->first);
+      it = table_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = my_pending_cached_.begin(); it != my_pending_cached_.end();) {
+    if (IsMemberOf(it->second.name, group)) {
+      my_pending_bits_[it->first / 64] &= ~(uint64_t{1} << (it->first % 64));
+      names.push_back(it->second.name);
+      it = my_pending_cached_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = carry_over_.begin(); it != carry_over_.end();) {
+    if (IsMemberOf(it->name, group)) {
+      names.push_back(it->name);
+      it = carry_over_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return names;
+}
+
 void Negotiator::AnnounceCachedInFull() {
   for (auto& [index, announcement] : my_pending_cached_) {
     my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));

@@ -86,6 +86,12 @@ class Negotiator {
   // From the next round on, say in full what this rank waits on by cache
   // bit, so that Waiting() can name the ranks that never sent it.
   void AnnounceCachedInFull();
+  // Forgets, on every rank alike, the members "<group>.<i>" of a grouped op
+  // that some rank rejected (validation.h) and that are still waiting:
+  // ranks may have announced groups of different lengths, whose extra
+  // members would otherwise wait forever. Returns their names; the caller
+  // fails this rank's requests of those names.
+  std::vector<std::string> Withdraw(const std::string& group);
   // True while something must be said next round even if nothing new comes.
   bool has_carry_over() const { return !carry_over_.empty(); }
   uint64_t cached_rounds() const { return cached_rounds_; }

@@ -1,5 +1,6 @@
 #include "cc/core/runtime/request.h"
 
+#include "cc/core/collectives/adasum_allreduce.h"
 #include "cc/core/numeric/convert.h"
 
 namespace tfdist {
@@ -57,13 +58,29 @@ Status DescribeAlgorithm(int algorithm_code, TensorDescription* d) {
   return Status::OK();
 }
 
+const char* CombinerName(Combiner combiner) {
+  switch (combiner) {
+    case Combiner::kElementwise: return "elementwise (Sum, Average, Min, Max or Product)";
+    case Combiner::kAdasum: return "Adasum";
+  }
+  return "unknown";
+}
+
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
                          int size, TensorDescription* d) {
-  if (reduce_op_code < 0 || reduce_op_code > kAverageCode) {
+  if (reduce_op_code < 0 || reduce_op_code > kAdasumCode) {
     return Status::InvalidArgument("unknown reduce_op " + std::to_string(reduce_op_code));
   }
   const bool average = reduce_op_code == kAverageCode;
-  d->op = average ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_code);
+  const bool adasum = reduce_op_code == kAdasumCode;
+  if (adasum && d->type != CollectiveType::kAllreduce) {
+    return Status::InvalidArgument(std::string("Adasum combines allreduces only, not ") +
+                                   CollectiveTypeName(d->type) +
+                                   "; use Sum, Average, Min, Max or Product");
+  }
+  if (adasum) TFDIST_RETURN_IF_ERROR(CheckAdasumType(d->dtype));
+  d->combiner = adasum ? Combiner::kAdasum : Combiner::kElementwise;
+  d->op = average || adasum ? ReduceOp::kSum : static_cast<ReduceOp>(reduce_op_code);
   d->prescale = prescale;
   d->postscale = average ? postscale / size : postscale;
   return Status::OK();
@@ -83,6 +100,11 @@ Status DescribeCompression(int compression_code, TensorDescription* d) {
     return Status::InvalidArgument("unknown compression code " + std::to_string(compression_code));
   }
   const auto compression = static_cast<WireCompression>(compression_code);
+  if (compression != WireCompression::kNone && d->combiner == Combiner::kAdasum) {
+    return Status::InvalidArgument(std::string("compression=") +
+                                   WireCompressionName(compression) +
+                                   " cannot be combined with Adasum");
+  }
   if (compression != WireCompression::kNone && d->op != ReduceOp::kSum) {
     return Status::InvalidArgument(std::string("compression=") + WireCompressionName(compression) +
                                    " needs op Sum or Average, got " + ReduceOpName(d->op));

@@ -39,6 +39,15 @@ enum class WireCompression : int {
 
 const char* WireCompressionName(WireCompression compression);
 
+// How an allreduce combines the ranks' tensors: element by element with
+// `op`, or by Adasum (adasum_allreduce.h), which sees whole tensors.
+enum class Combiner : int {
+  kElementwise = 0,
+  kAdasum = 1,
+};
+
+const char* CombinerName(Combiner combiner);
+
 // Everything that must agree between ranks for a collective to be valid.
 // Travels between ranks during negotiation (see negotiation.h). A new field
 // is declared here and listed once in ForEachDescriptionField below, which
@@ -48,6 +57,7 @@ struct TensorDescription {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   ReduceOp op = ReduceOp::kSum;
+  Combiner combiner = Combiner::kElementwise;
   int root = 0;
   double prescale = 1.0;
   double postscale = 1.0;
@@ -61,6 +71,9 @@ struct TensorDescription {
   std::string compressor;
   // Alltoall only: rows this rank sends to each rank. Differs per rank.
   std::vector<int64_t> splits;
+  // A member of a grouped op (tfdist.grouped_*), named "<group>.<i>": the
+  // number of tensors in its group; 0 for a collective of its own.
+  int group_size = 0;
 
   int64_t num_elements() const;
   // Elements in one row (the product of all but the first dimension).
@@ -95,8 +108,12 @@ void ForEachDescriptionField(Visit&& visit) {
       kReductions | CollectiveBit(CollectiveType::kAllgather) |
       CollectiveBit(CollectiveType::kBroadcast) | CollectiveBit(CollectiveType::kAlltoall);
   visit(&D::type, DescriptionField{"collective", kAll, false});
+  visit(&D::group_size, DescriptionField{"number of tensors in the group", kAll, false});
   visit(&D::dtype, DescriptionField{"dtype", kAll, true});
   visit(&D::shape, DescriptionField{"shape", kWithData, false});
+  // Before op: Adasum is described as Sum combined by Adasum, and a rank
+  // with Adasum against one with Min is reported as such.
+  visit(&D::combiner, DescriptionField{"reduction op", kReductions, true});
   visit(&D::op, DescriptionField{"reduction op", kReductions, true});
   visit(&D::root, DescriptionField{"root rank", CollectiveBit(CollectiveType::kBroadcast), false});
   visit(&D::prescale, DescriptionField{"prescale factor", kReductions, true});
@@ -119,18 +136,22 @@ bool IsSequenceName(const std::string& name);
 // The reduce_op code of the Python API and the ops: ReduceOp's values plus
 // Average, which is Sum with a postscale of 1/size.
 constexpr int kAverageCode = 4;
+// ... and Adasum: Sum's op with the Adasum combiner, for floating-point
+// allreduces only.
+constexpr int kAdasumCode = 5;
 
 // Sets d's algorithm from the ops' algorithm code (AllreduceAlgorithm's
 // value; InvalidArgument for an unknown code).
 Status DescribeAlgorithm(int algorithm_code, TensorDescription* d);
 
-// Sets d's op and scale factors from the API's reduce_op code (InvalidArgument
-// for an unknown code).
+// Sets d's op, combiner and scale factors from the API's reduce_op code
+// (InvalidArgument for an unknown code, and for Adasum on anything but a
+// floating-point allreduce).
 Status DescribeReduction(int reduce_op_code, double prescale, double postscale,
                          int size, TensorDescription* d);
 
 // Sets d's compression from the ops' code (after DescribeReduction):
-// InvalidArgument for an unknown code or with Min, Max or Product; on a
+// InvalidArgument for an unknown code or with Min, Max, Product or Adasum; on a
 // tensor that is not floating point it stays kNone (passes through).
 Status DescribeCompression(int compression_code, TensorDescription* d);
 

@@ -302,6 +302,8 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
   // What this rank runs for tensors it stands in for (join_state.h); held
   // by pointer so that `requests` stays valid as it grows.
   std::vector<std::unique_ptr<StandIn>> stand_ins;
+  // Grouped ops some rank rejected, with why (Negotiator::Withdraw).
+  std::vector<std::pair<std::string, Status>> rejected_groups;
   for (const ReadyTensor& tensor : ready) {
     const bool standing_in = std::find(tensor.stand_ins.begin(), tensor.stand_ins.end(),
                                        rank()) != tensor.stand_ins.end();
@@ -328,10 +330,19 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
     if (valid.ok()) valid = ValidateStandIns(tensor.name, tensor.per_rank[0], tensor.stand_ins);
     if (!valid.ok()) {
       Complete(*request, valid);
+      const bool grouped = std::any_of(tensor.per_rank.begin(), tensor.per_rank.end(),
+                                       [](const TensorDescription& d) { return d.group_size; });
+      if (grouped) rejected_groups.emplace_back(tensor.name.substr(0, tensor.name.rfind('.')), valid);
       continue;
     }
     requests.push_back(request);
     tensors.push_back(&tensor);
+  }
+  for (const auto& [group, why] : rejected_groups) {
+    for (const std::string& name : negotiator_.Withdraw(group)) {
+      auto it = announced_.find(name);
+      if (it != announced_.end()) Complete(it->second, why);
+    }
   }
 
   std::vector<const TensorDescription*> descriptions;
@@ -347,10 +358,30 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
         status = executor_.Allreduce(members);
         break;
       }
-      case CollectiveType::kAllgather: status = executor_.Allgather(first, tensor.per_rank); break;
+      case CollectiveType::kAllgather:
+        if (group.size() == 1) {
+          status = executor_.Allgather(first, tensor.per_rank);
+        } else {
+          std::vector<Request*> members;
+          std::vector<const std::vector<TensorDescription>*> per_rank;
+          for (size_t i : group) {
+            members.push_back(requests[i]);
+            per_rank.push_back(&tensors[i]->per_rank);
+          }
+          status = executor_.GroupedAllgather(members, per_rank);
+        }
+        break;
       case CollectiveType::kBroadcast: status = executor_.Broadcast(first); break;
       case CollectiveType::kAlltoall: status = executor_.Alltoall(first, tensor.per_rank); break;
-      case CollectiveType::kReducescatter: status = executor_.Reducescatter(first); break;
+      case CollectiveType::kReducescatter:
+        if (group.size() == 1) {
+          status = executor_.Reducescatter(first);
+        } else {
+          std::vector<Request*> members;
+          for (size_t i : group) members.push_back(requests[i]);
+          status = executor_.GroupedReducescatter(members);
+        }
+        break;
       case CollectiveType::kBarrier: status = executor_.Barrier(); break;
       case CollectiveType::kJoin: status = executor_.Join(first, tensor.last_joined); break;
     }

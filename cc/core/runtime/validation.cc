@@ -17,6 +17,7 @@ std::string Text(DataType dtype) { return DataTypeName(dtype); }
 std::string Text(ReduceOp op) { return ReduceOpName(op); }
 std::string Text(AllreduceAlgorithm algorithm) { return AllreduceAlgorithmName(algorithm); }
 std::string Text(WireCompression compression) { return WireCompressionName(compression); }
+std::string Text(Combiner combiner) { return CombinerName(combiner); }
 std::string Text(int value) { return std::to_string(value); }
 std::string Text(const std::string& value) { return value.empty() ? "none" : value; }
 std::string Text(double value) {

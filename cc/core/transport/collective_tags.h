@@ -20,6 +20,7 @@ enum CollectiveTag : int {
   kReducescatterTag = 1008,
   kAlltoallTag = 1009,
   kLinkCostTag = 1010,
+  kAdasumTag = 1011,
 };
 
 // The control plane over a Transport (transport_control_plane.h) shares the
