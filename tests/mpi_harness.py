@@ -8,6 +8,7 @@ output.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,6 +20,9 @@ from tfdistrun import find_mpirun
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "workers"
+# The tfdist package the tests check, found before anything reorders sys.path
+# (importing the benchmarks package moves the source tree to its end).
+TFDIST_PACKAGE = Path(importlib.util.find_spec("tfdist").submodule_search_locations[0])
 
 
 def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

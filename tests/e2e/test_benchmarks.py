@@ -1,19 +1,11 @@
-"""The benchmarks package (not installed with tfdist): its listing, and the engine timer
-that benchmarks.allreduce and benchmarks.huge_pages build from the source tree."""
+"""The benchmarks as smoke tests: the engine timer that benchmarks.allreduce and
+benchmarks.huge_pages build from the source tree, the cost-model timer, and one
+benchmark run through tfdist-bench from another directory."""
+import json
 import subprocess
 import sys
 
-from mpi_harness import ROOT, run_workers
-
-
-def test_listing_names_every_benchmark_without_tensorflow():
-    code = ("import sys; from benchmarks.__main__ import main; status = main([]); "
-            "print(status, 'tensorflow' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, cwd=str(ROOT))
-    assert result.stdout.split() == ["2", "False"], (result.stdout, result.stderr)
-    for name in ("allreduce", "runtime", "training", "join", "huge_pages"):
-        assert f"  {name} " in result.stderr, result.stderr
+from mpi_harness import ROOT, mpi_environment, run_workers
 
 
 def test_engine_timer_matches_numpy_at_three_ranks():
@@ -26,90 +18,6 @@ def test_costmodel_timer_matches_numpy_on_emulated_hosts():
            "TFDIST_EMULATED_LATENCY": "2e-5"}
     output = run_workers("costmodel_timer_worker.py", 4, env=env, timeout=300)
     assert output.count("costmodel timer OK") == 4, output[-3000:]
-
-
-# --- results files, plots and tfdist-bench ---------------------------------------------------
-
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from mpi_harness import mpi_environment  # noqa: E402
-
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
-from benchmarks import _results  # noqa: E402
-
-RESULTS = ROOT / "docs" / "results"
-JOIN_RESULT = {"ranks": 2, "microseconds": {"eager_4B_all_active": 20.0, "eager_4B_joined": 10.0,
-                                            "paced_step_all_active": 3000.0,
-                                            "paced_step_joined": 1500.0},
-               "ratio_eager_joined_vs_active": 0.5, "ratio_paced_step_joined_vs_active": 0.5,
-               "compute_ms_per_step": 5.0}
-
-
-def _git_head():
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                          text=True)
-    return done.stdout.strip() if done.returncode == 0 else _results.UNKNOWN
-
-
-def test_results_module_writes_every_metadata_field(tmp_path, capsys):
-    path = tmp_path / "join-np2.json"
-    args = argparse.Namespace(json=str(path), plot=None)
-    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    _results.publish(args, "join", JOIN_RESULT, ["--blocks", "3", "--json", str(path)], 2)
-    document = json.loads(path.read_text())
-    meta = document["metadata"]
-    assert set(_results.METADATA_FIELDS) <= set(meta), meta
-    assert set(meta["versions"]) == set(_results.VERSION_FIELDS), meta
-    assert meta["benchmark"] == "join"
-    assert meta["command"].endswith(f"python -m benchmarks.join --blocks 3 --json {path}")
-    assert meta["commit"] == _git_head()
-    assert meta["cores"] == os.cpu_count()
-    assert meta["versions"]["python"] == platform.python_version()
-    for name in ("tensorflow", "open_mpi", "tfdist"):
-        assert meta["versions"][name] not in ("", None), meta
-    assert before <= datetime.datetime.fromisoformat(meta["date"]) <= before + datetime.timedelta(
-        minutes=5)
-    assert {k: v for k, v in document.items() if k != "metadata"} == JOIN_RESULT
-    markdown = (tmp_path / "join-np2.md").read_text()
-    assert f"`{meta['command']}`" in markdown and meta["commit"] in markdown
-    assert "| eager allreduce of 4 B (µs) | 20.0 | 10.0 | 0.50 |" in markdown
-    assert "| eager allreduce of 4 B (µs) | 20.0 | 10.0 | 0.50 |" in capsys.readouterr().out
-
-
-def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
-    parser = argparse.ArgumentParser(prog="bench")
-    _results.add_arguments(parser)
-    args = parser.parse_args(["--json", "x.json", "--plot"])
-    with pytest.raises(SystemExit):
-        _results.check_arguments(parser, args)
-    assert "pip install matplotlib" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.stem)
-def test_each_results_file_renders_as_its_committed_markdown(path):
-    document = _results.load(str(path))
-    assert set(_results.METADATA_FIELDS) <= set(document["metadata"]), path
-    assert _results.markdown(document, path.stem) == path.with_suffix(".md").read_text(), (
-        f"{path.with_suffix('.md')} is stale: python -m benchmarks._results render {path}")
-    for plot in document["metadata"].get("plots", []):
-        assert (path.parent / plot).is_file(), plot
-
-
-def test_plot_of_two_results_files(tmp_path):
-    documents = [_results.load(str(RESULTS / f"allreduce-np{n}.json")) for n in (2, 4)]
-    _results.draw(documents, str(tmp_path / "allreduce.png"))
-    assert (tmp_path / "allreduce.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_benchmark_runs_from_another_directory(tmp_path):
@@ -127,36 +35,3 @@ def test_benchmark_runs_from_another_directory(tmp_path):
     assert document["ranks"] == 1 and document["step_allreduces_per_step"] >= 1
     assert "| (1) eager allreduce, 4 B | MPI_Allreduce |" in result.stdout
     assert (tmp_path / "out" / "runtime.md").is_file()
-
-
-def _copied_launcher(tmp_path, monkeypatch):
-    shutil.copy(ROOT / "tfdist_bench.py", tmp_path / "tfdist_bench.py")
-    spec = importlib.util.spec_from_file_location("tfdist_bench_copy",
-                                                  tmp_path / "tfdist_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.chdir(tmp_path)
-    return module
-
-
-def test_tfdist_bench_without_a_source_tree_says_what_to_set(tmp_path, monkeypatch):
-    launcher = _copied_launcher(tmp_path, monkeypatch)
-    monkeypatch.delenv("TFDIST_SOURCE", raising=False)
-    monkeypatch.setattr(launcher, "_installed_direct_url", lambda: None)
-    with pytest.raises(SystemExit) as stopped:
-        launcher.find_source_tree()
-    assert "TFDIST_SOURCE" in str(stopped.value) and "benchmarks/" in str(stopped.value)
-    monkeypatch.setenv("TFDIST_SOURCE", str(tmp_path))
-    with pytest.raises(SystemExit, match="is not tfdist's source tree"):
-        launcher.find_source_tree()
-    monkeypatch.setenv("TFDIST_SOURCE", str(ROOT))
-    assert launcher.find_source_tree() == ROOT
-
-
-def test_tfdist_bench_finds_the_folder_pip_installed_from(tmp_path, monkeypatch):
-    launcher = _copied_launcher(tmp_path, monkeypatch)
-    monkeypatch.delenv("TFDIST_SOURCE", raising=False)
-    url = json.dumps({"url": Path(ROOT).as_uri(), "dir_info": {}})
-    monkeypatch.setattr(launcher, "_installed_direct_url", lambda: url)
-    assert launcher.find_source_tree() == ROOT
-    assert launcher.recorded_source('{"url": "https://example.org/tfdist.tar.gz"}') is None
