@@ -1,24 +1,36 @@
 """Runs a worker script on N processes under mpirun, with a timeout, for the pytest tests.
 
-A worker asserts its results against numpy. If anything fails on any rank,
-``worker_main`` prints the traceback and aborts the whole MPI job, so that no
-rank is left waiting in a collective; the timeout here is the last line of
-defence against a hang. Either way the test fails and shows every rank's
-output.
+A worker asserts its results against numpy. If anything fails on any rank
+outside a registered check, ``worker_main`` prints the traceback and aborts the
+whole MPI job, so that no rank is left waiting in a collective; the timeout
+here is the last line of defence against a hang. Either way the test fails
+and shows every rank's output.
+
+A worker with many checks registers them by name in a ``Checks`` list
+(``@CHECKS.check("name")``); a failing check is reported and the job goes on
+to the next one, and pytest makes one test item per check from that list
+(``worker_checks``, ``run_job``, ``assert_check_passed``).
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfdistrun import find_mpirun
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "workers"
+# The tfdist package the tests check, found before anything reorders sys.path
+# (importing the benchmarks package moves the source tree to its end).
+TFDIST_PACKAGE = Path(importlib.util.find_spec("tfdist").submodule_search_locations[0])
 
 
 def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -38,15 +50,34 @@ def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float = 240,
-                env: Optional[Dict[str, str]] = None,
-                expect_failure: bool = False) -> str:
-    """Runs tests/workers/<script> on ``np`` ranks; returns the combined output.
+@dataclass
+class Job:
+    """One finished (or timed-out) mpirun of a worker: what it printed and how it ended."""
+    script: str
+    np: int
+    output: str
+    returncode: Optional[int]  # None when the job ran past its timeout
+    timeout: float
 
-    Fails the calling test if the job fails (or, with expect_failure, if it
-    succeeds) or runs past ``timeout`` seconds. ``script`` may also be a path
-    relative to the repository root (an example).
-    """
+    def assert_ended(self, expect_failure: bool = False) -> str:
+        """Fails as run_workers does if the job hung, failed, or (expect_failure) succeeded."""
+        if self.returncode is None:
+            raise AssertionError(f"{self.script} on {self.np} ranks hung past {self.timeout} s:\n"
+                                 f"{self.output[-6000:]}")
+        if expect_failure:
+            assert self.returncode != 0, (
+                f"{self.script} on {self.np} ranks should have failed:\n{self.output[-6000:]}")
+        else:
+            assert self.returncode == 0, (f"{self.script} on {self.np} ranks failed "
+                                          f"(exit {self.returncode}):\n{self.output[-8000:]}")
+        return self.output
+
+
+def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240,
+            env: Optional[Dict[str, str]] = None) -> Job:
+    """Runs tests/workers/<script> on ``np`` ranks under a timeout; returns the Job, whatever
+    its outcome (``Job.assert_ended`` judges it). ``script`` may also be a path relative to
+    the repository root (an example)."""
     path = WORKERS / script if (WORKERS / script).exists() else ROOT / script
     command = [find_mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
                sys.executable, str(path), *args]
@@ -56,14 +87,149 @@ def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float =
     except subprocess.TimeoutExpired as error:
         output = (error.stdout or b"")
         output = output.decode(errors="replace") if isinstance(output, bytes) else output
-        raise AssertionError(f"{script} on {np} ranks hung past {timeout} s:\n{output[-6000:]}")
-    output = result.stdout + result.stderr
-    if expect_failure:
-        assert result.returncode != 0, f"{script} on {np} ranks should have failed:\n{output[-6000:]}"
-    else:
-        assert result.returncode == 0, (
-            f"{script} on {np} ranks failed (exit {result.returncode}):\n{output[-8000:]}")
-    return output
+        return Job(script, np, output, None, timeout)
+    return Job(script, np, result.stdout + result.stderr, result.returncode, timeout)
+
+
+def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float = 240,
+                env: Optional[Dict[str, str]] = None,
+                expect_failure: bool = False) -> str:
+    """Runs tests/workers/<script> on ``np`` ranks; returns the combined output.
+
+    Fails the calling test if the job fails (or, with expect_failure, if it
+    succeeds) or runs past ``timeout`` seconds. ``script`` may also be a path
+    relative to the repository root (an example).
+    """
+    return run_job(script, np, args, timeout, env).assert_ended(expect_failure)
+
+
+# ------------------------------------------------------------------ named checks
+
+class Checks:
+    """A worker's checks, by name, in the order they run; registering runs nothing.
+
+    ``@CHECKS.check("name")`` registers a check; ``@CHECKS.setup`` a step around
+    the checks (init, shutdown, settings for the next lifetime), which is not a
+    test of its own. ``run(*args)`` calls every step with ``args`` in order. A
+    check that raises prints ``CHECK <name> FAILED (rank r)`` and its traceback,
+    and the job goes on; after each check the ranks agree (one allreduce of a
+    failure flag) so that they start the next step together. A failing setup
+    step raises, and ``worker_main`` aborts the job. If a check leaves a rank
+    stuck in a collective, the test's timeout ends the job.
+    """
+
+    def __init__(self) -> None:
+        self._steps: List[Tuple[Optional[str], Callable[..., None]]] = []
+
+    def check(self, name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+        """Registers the decorated function as the check ``name`` (unique in this list)."""
+        if name in self.names():
+            raise ValueError(f"check {name!r} is registered twice")
+
+        def register(function: Callable[..., None]) -> Callable[..., None]:
+            self._steps.append((name, function))
+            return function
+        return register
+
+    def setup(self, function: Callable[..., None]) -> Callable[..., None]:
+        """Registers the decorated function as a step that is not a check (a failure aborts)."""
+        self._steps.append((None, function))
+        return function
+
+    def names(self) -> List[str]:
+        """The checks' names, in the order they run."""
+        return [name for name, _ in self._steps if name is not None]
+
+    def run(self, *args: Any, only: Optional[Sequence[str]] = None) -> None:
+        """Runs every step in order with ``args``, or the setup steps and then the checks
+        named in ``only``, in that order (only for a list whose setup steps all come first).
+
+        Exits with status 1 on every rank, naming them, if any check failed on any rank.
+        """
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        steps = self._steps
+        if only is not None:
+            unknown = [name for name in only if name not in self.names()]
+            if unknown:
+                raise ValueError(f"unknown checks {unknown}; known: {self.names()}")
+            first_check = next(i for i, (name, _) in enumerate(steps) if name is not None)
+            if any(name is None for name, _ in steps[first_check:]):
+                raise ValueError("a list with setup steps between its checks runs whole")
+            by_name = dict(steps)
+            steps = steps[:first_check] + [(name, by_name[name]) for name in only]
+        failed = []
+        for name, function in steps:
+            if name is None:
+                function(*args)
+                continue
+            try:
+                function(*args)
+            except Exception:  # noqa: BLE001  (reported; the next check still runs)
+                print(f"CHECK {name} FAILED (rank {comm.rank})\n{traceback.format_exc()}",
+                      end="", flush=True)
+                failing = 1
+            else:
+                print(f"CHECK {name} ok (rank {comm.rank})", flush=True)
+                failing = 0
+            if comm.allreduce(failing, op=MPI.SUM):
+                failed.append(name)
+        if failed:
+            sys.stdout.flush()
+            raise SystemExit(f"rank {comm.rank}: checks failed on some rank: {failed}")
+
+
+def worker_checks(script: str) -> Checks:
+    """The ``CHECKS`` list of tests/workers/<script>, imported without running the worker."""
+    if str(WORKERS) not in sys.path:
+        sys.path.insert(0, str(WORKERS))  # the workers import their helpers as siblings
+    module = importlib.import_module(Path(script).stem)
+    checks = getattr(module, "CHECKS", None)
+    assert isinstance(checks, Checks), f"{script} has no CHECKS = Checks() list"
+    return checks
+
+
+def check_names(script: str) -> List[str]:
+    """The names of tests/workers/<script>'s checks, for pytest's parametrize.
+
+    If the worker cannot be imported here, the one name is ``import``: that item
+    fails with the job's output (its ranks import the same module), and the rest
+    of the suite still runs.
+    """
+    try:
+        return worker_checks(script).names()
+    except Exception:  # noqa: BLE001  (a collection error would stop the whole run)
+        traceback.print_exc()
+        return ["import"]
+
+
+def check_output(output: str, name: str, rank: int) -> str:
+    """What rank ``rank`` printed for the failed check ``name``: its line and traceback."""
+    marker = f"CHECK {name} FAILED (rank {rank})\n"
+    start = output.find(marker)
+    if start < 0:
+        return ""
+    # The traceback ends where the next CHECK line or the end of the output begins.
+    following = re.search(r"^CHECK .* \(rank \d+\)$", output[start + len(marker):], re.M)
+    end = start + len(marker) + (following.start() if following else 6000)
+    return output[start:end]
+
+
+def assert_check_passed(job: Job, name: str) -> None:
+    """Passes when every rank of ``job`` printed ``CHECK <name> ok (rank r)``; fails with
+    that check's output otherwise (or the job's end, if it never got there)."""
+    missing = [rank for rank in range(job.np)
+               if f"CHECK {name} ok (rank {rank})" not in job.output]
+    if not missing:
+        return
+    reports = [check_output(job.output, name, rank) for rank in missing]
+    if any(reports):
+        raise AssertionError(f"check {name!r} of {job.script} on {job.np} ranks failed on "
+                             f"ranks {missing}:\n" + "\n".join(filter(None, reports)))
+    ending = ("hung past its timeout" if job.returncode is None
+              else f"exited with status {job.returncode}")
+    raise AssertionError(f"check {name!r} of {job.script} on {job.np} ranks did not finish on "
+                         f"ranks {missing}: the job {ending} first:\n{job.output[-6000:]}")
 
 
 def worker_main(body: Callable[[], None]) -> None:

@@ -1,4 +1,4 @@
-"""Evaluates the rows of tests/test_argument_errors.py at np = 1 and writes what each raised.
+"""Evaluates the rows of tests/mpi/test_argument_errors.py at np = 1 and writes what each raised.
 
 argv: the rows' JSON file, the result file. Each row is an expression; the
 result is {id: [exception class name, message]} (["ok", repr(value)] if none).

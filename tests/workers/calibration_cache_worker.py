@@ -1,6 +1,6 @@
 """Starts tfdist and prints, from rank 0, the intra-host link cost it runs on.
 
-tests/test_calibration_cache.py runs it against a calibration cache it has
+tests/mpi/test_calibration_cache.py runs it against a calibration cache it has
 doctored, and reads the line this prints. ``--home RANK=PATH`` gives that
 rank its own HOME (where the default cache directory lies) before tfdist is
 imported, so that a test can make the cache unwritable on one rank only.

@@ -1,4 +1,4 @@
-"""tests/test_checkpoint_differential.py: generated checkpoint cases against a numpy reference.
+"""tests/mpi/test_checkpoint_differential.py: generated checkpoint cases against a numpy reference.
 
     checkpoint_differential_worker.py DIR SEED CASES [defects]
 

@@ -1,4 +1,4 @@
-"""tests/test_checkpoint_restart.py: a checkpoint saved on one number of ranks, restored on another.
+"""tests/e2e/test_checkpoint_restart.py: a checkpoint saved on one number of ranks, restored on another.
 
     save      DIR OUT   trains a little, saves step 7 (and a step 8 that it restores, checking
                         each rank gets its own per-rank state back, also with only rank 0

@@ -1,4 +1,4 @@
-"""tests/test_checkpoint_restart.py: restore's pipelined transfer, value by value, on every rank.
+"""tests/e2e/test_checkpoint_restart.py: restore's pipelined transfer, value by value, on every rank.
 
     checkpoint_restore_worker.py DIR
 

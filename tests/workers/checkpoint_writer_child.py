@@ -1,4 +1,4 @@
-"""tests/test_checkpoint_files.py: a writer that the test kills with SIGKILL at a random moment.
+"""tests/unit/test_checkpoint_files.py: a writer that the test kills with SIGKILL at a random moment.
 
     checkpoint_writer_child.py DIRECTORY blocking|background [KEEP]
     checkpoint_writer_child.py DIRECTORY damage SEED TRIALS

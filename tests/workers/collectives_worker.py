@@ -2,7 +2,7 @@
 
 Rank r contributes (r + 1) * base, with base depending on the element index,
 so a dropped or doubled chunk shows up as a wrong sum. Run under mpirun by
-tests/test_collectives.py, also with TFDIST_VIRTUAL_HOSTS (and emulated
+tests/mpi/test_collectives.py, also with TFDIST_VIRTUAL_HOSTS (and emulated
 links between the virtual hosts).
 """
 import itertools

@@ -6,7 +6,9 @@ grouped named ones (keyed per tensor), state of a tensor with more than 8
 dimensions, an all-or-nothing restore, ranks that disagree on a compressor's
 settings (an error on every rank, after which collectives still work),
 tfdist.stats()'s bytes_uncompressed, and the warnings for float64 and
-IndexedSlices. ``argv[1:]`` may name the checks to run (default: all).
+IndexedSlices. ``argv[1:]`` may name the checks to run (default: all); each is
+registered by name in CHECKS and is a test of its own in
+tests/mpi/test_compression_defects.py.
 """
 import sys
 import warnings
@@ -18,7 +20,7 @@ import tfdist
 from tfdist import runtime
 from tfdist.gradient_tape import allreduce_gradients
 from tfdist.sparse_compression import dense_wire_bytes, topk_count
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 
 def rank_matrix(rank, step, shape, seed=0):
@@ -284,22 +286,19 @@ def check_warnings():
     runtime.restore_rank_state({})
 
 
-CHECKS = {
-    "zero": check_powersgd_zero_gradient,
-    "names": check_unnamed_and_grouped,
-    "dims": check_state_of_many_dimensions,
-    "restore": check_restore_is_all_or_nothing,
-    "mismatch": check_settings_mismatch,
-    "stats": check_stats,
-    "warnings": check_warnings,
-}
+CHECKS = Checks()
+CHECKS.setup(lambda: tfdist.init())
+CHECKS.check("zero")(check_powersgd_zero_gradient)
+CHECKS.check("names")(check_unnamed_and_grouped)
+CHECKS.check("dims")(check_state_of_many_dimensions)
+CHECKS.check("restore")(check_restore_is_all_or_nothing)
+CHECKS.check("mismatch")(check_settings_mismatch)
+CHECKS.check("stats")(check_stats)
+CHECKS.check("warnings")(check_warnings)
 
 
 def main():
-    tfdist.init()
-    for name in sys.argv[1:] or list(CHECKS):
-        CHECKS[name]()
-        print(f"check {name} passed", flush=True)
+    CHECKS.run(only=sys.argv[1:] or None)
     print("compression defect checks passed", flush=True)
 
 

@@ -1,4 +1,4 @@
-"""Started by tfdistrun (tests/test_launcher.py): the job's settings reached every rank."""
+"""Started by tfdistrun (tests/e2e/test_launcher.py): the job's settings reached every rank."""
 import os
 
 import numpy as np

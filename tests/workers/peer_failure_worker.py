@@ -6,7 +6,7 @@ tfdist runs on a duplicate of COMM_WORLD whose error handler is
 MPI_ERRORS_ARE_FATAL, which tfdist must neither inherit nor change.
 
 Each survivor prints ``SURVIVOR <rank> <error class>: <message>`` and exits
-with 1; tests/test_peer_failure.py reads those lines.
+with 1; tests/mpi/test_peer_failure.py reads those lines.
 """
 import os
 import signal

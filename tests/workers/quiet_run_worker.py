@@ -1,5 +1,5 @@
 """A short Keras job under tfdistrun that uses BackupAndRestore.dataset(), as
-tests/test_quiet_run.py runs it: its output must hold no known noise line."""
+tests/e2e/test_quiet_run.py runs it: its output must hold no known noise line."""
 import sys
 
 import numpy as np

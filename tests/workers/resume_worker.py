@@ -1,4 +1,4 @@
-"""Started by tfdistrun --restarts (tests/test_checkpoint_restart.py): training that gets killed.
+"""Started by tfdistrun --restarts (tests/e2e/test_checkpoint_restart.py): training that gets killed.
 
 Two phases, each resumed from its own checkpoint directory after a restart:
 ``fit`` (Keras fit with BackupAndRestore saving mid-epoch, Adam, dropout)

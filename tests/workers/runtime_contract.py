@@ -7,9 +7,13 @@ ranks, in three runtime lifetimes:
   2. after shutdown(): a collective fails clearly; then init() again with
      TFDIST_FUSION_THRESHOLD=1024 and the cache off;
   3. init() again with TFDIST_FUSION_THRESHOLD=0, stall_check_time=1 and a
-     4-slot cache: no fusion; cache eviction; a withheld tensor is reported (tests/test_runtime_contract.py
-     reads the report from stderr); the process exits without shutdown().
-Every rank prints "CHECK <name> ok" per check; the test counts them.
+     4-slot cache: no fusion; cache eviction; a withheld tensor is reported
+     (tests/mpi/test_runtime_contract.py reads the report from stderr); the
+     process exits without shutdown().
+Each check is registered by name in CHECKS (tests/mpi_harness.py's Checks);
+every rank prints "CHECK <name> ok" or "CHECK <name> FAILED" per check, and
+tests/mpi/test_runtime_contract.py makes one test of each. Importing this
+module runs nothing.
 """
 import json
 import os
@@ -21,14 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"}
-
-
-def ok(name):
-    from mpi4py import MPI
-    print(f"CHECK {name} ok (rank {MPI.COMM_WORLD.rank})", flush=True)
 
 
 def expect_error(error_type, fn, *fragments):
@@ -77,7 +76,6 @@ def check_basic(rank, size):
     np.testing.assert_allclose(x.numpy(), [size * (size + 1) / 2, size * (size - 1)])
     x = tfdist.allreduce(tf.fill([5], float(rank)), op=tfdist.Average, name="basic.avg")
     np.testing.assert_allclose(x.numpy(), np.full(5, (size - 1) / 2))
-    ok("basic")
 
 
 def check_idle_cpu(rank, size):
@@ -99,7 +97,6 @@ def check_idle_cpu(rank, size):
     waiting = (cpu() - start_cpu) / (time.monotonic() - start)
     print(f"rank {rank}: idle CPU {idle:.3f}, waiting CPU {waiting:.3f} of a core", flush=True)
     assert idle < 0.3 and waiting < 0.3, (idle, waiting)
-    ok("idle_cpu")
 
 
 def check_out_of_order_threads(rank, size):
@@ -137,7 +134,6 @@ def check_out_of_order_threads(rank, size):
         j()
     for i in range(len(names)):
         np.testing.assert_allclose(results[i], np.full(i + 1, i * total))
-    ok("out_of_order_threads")
 
 
 def check_out_of_order_function(rank, size):
@@ -164,7 +160,6 @@ def check_out_of_order_function(rank, size):
         a, b = step(tf.fill([4], float(rank + 1)))
         np.testing.assert_allclose(a.numpy(), np.full(4, total))
         np.testing.assert_allclose(b.numpy(), np.full(4, 10 * total))
-    ok("out_of_order_function")
 
 
 def check_mismatches(rank, size):
@@ -216,7 +211,6 @@ def check_mismatches(rank, size):
         return tfdist.allreduce(tf.ones([4 if odd else 3]), name="mm.fn")
     expect_error(tf.errors.FailedPreconditionError, mismatched, "'mm.fn'", "[3]", "[4]")
     follow_up("function")
-    ok("mismatches")
 
 
 def check_duplicate_name(rank, size):
@@ -250,7 +244,6 @@ def check_duplicate_name(rank, size):
         time.sleep(0.6)
         np.testing.assert_allclose(
             tfdist.allreduce(tf.ones([1]), op=tfdist.Sum, name="grp.0").numpy(), [size])
-    ok("duplicate_name")
 
 
 def check_fusion(rank, size, expect_fusion=True, threshold=None):
@@ -295,7 +288,6 @@ def check_fusion(rank, size, expect_fusion=True, threshold=None):
     if threshold is not None and threshold < big.nbytes:
         assert calls == (2 if expect_fusion else 3), calls
     check_large_tensors_in_a_group(rank, size, expect_fusion, threshold)
-    ok(f"fusion threshold={threshold}")
 
 
 def check_large_tensors_in_a_group(rank, size, expect_fusion, threshold):
@@ -356,7 +348,6 @@ def check_graph_burst(rank, size):
     # the burst is complete would split it.
     assert calls <= 20, f"10 steps of 20 allreduces took {calls} collectives"
     print(f"graph_burst: {calls} collectives for 10 steps (rank {rank})", flush=True)
-    ok("graph_burst")
 
 
 def check_cache(rank, size, cache_on=True):
@@ -376,7 +367,6 @@ def check_cache(rank, size, cache_on=True):
         assert after["cached_rounds"] - before["cached_rounds"] >= 30
     else:
         assert extra >= 30, f"without the cache 30 allreduces took only {extra} full rounds"
-    ok(f"cache on={cache_on}")
 
 
 def check_cache_eviction(rank, size):
@@ -407,7 +397,6 @@ def check_cache_eviction(rank, size):
         y = tfdist.allreduce(keep, op=tfdist.Sum, name="keep")
     np.testing.assert_allclose(y.numpy(), np.full(5, size * (size - 1) / 2))
     assert full_rounds() == before_full, "unnamed eager ops evicted a cached tensor"
-    ok("cache_eviction")
 
 
 def check_grouped(rank, size):
@@ -431,7 +420,6 @@ def check_grouped(rank, size):
         loss = tf.reduce_sum(y)
     # d(sum y)/dv = the Sum over ranks of the upstream ones, times (rank + 1).
     np.testing.assert_allclose(tape.gradient(loss, v).numpy(), np.full(2, size * (rank + 1)))
-    ok("grouped_allreduce")
 
 
 def check_alltoall(rank, size):
@@ -453,7 +441,6 @@ def check_alltoall(rank, size):
     expected = np.concatenate([np.arange(size * 2 * 3, dtype=np.float32).reshape(size * 2, 3)
                                [2 * rank:2 * rank + 2] + 100 * r for r in range(size)])
     np.testing.assert_array_equal(out.numpy(), expected)
-    ok("alltoall")
 
 
 def check_reducescatter(rank, size):
@@ -469,14 +456,12 @@ def check_reducescatter(rank, size):
                                    name=f"rs.{rows}.{int(op)}")
         assert out.shape == (counts[rank], 2), (out.shape, counts)
         np.testing.assert_allclose(out.numpy(), full[start:start + counts[rank]])
-    ok("reducescatter")
 
 
 def check_allgather(rank, size):
     out = tfdist.allgather(tf.fill([rank + 1, 2], rank), name="gather.uneven")
     expected = np.concatenate([np.full([r + 1, 2], r) for r in range(size)])
     np.testing.assert_array_equal(out.numpy(), expected)
-    ok("allgather")
 
 
 def check_functions(rank, size):
@@ -514,7 +499,6 @@ def check_functions(rank, size):
     assert [len(g["payload"]) for g in got] == [r * 50 for r in range(size)]
     assert tfdist.allgather_object(None) == [None] * size
 
-    ok("functions")
 
 
 def uneven_step(rank, size, step, active, fused_step):
@@ -617,7 +601,6 @@ def check_join(rank, size, label):
     else:
         time.sleep(0.6 + 0.1 * rank)  # after rank 0's check; the highest rank last
         assert tfdist.join() == size - 1
-    ok(f"join {label}")
 
 
 def check_timeline(rank, size, path):
@@ -650,7 +633,6 @@ def check_timeline(rank, size, path):
         assert phase in phases[name], (name, sorted(phases[name]))
     for name in ("ooo.a", "fn.b"):
         assert "WAIT_FOR_OTHER_RANKS" in phases[name] and "NEGOTIATE" in phases[name]
-    ok("timeline")
 
 
 def check_shutdown(rank, size):
@@ -677,7 +659,6 @@ def check_shutdown(rank, size):
     expect_error(tf.errors.FailedPreconditionError, late, "not initialized")
     assert time.monotonic() - start < 5
     tfdist.shutdown()  # a second shutdown is harmless
-    ok("shutdown")
 
 
 def check_stall_report(rank, size):
@@ -687,7 +668,6 @@ def check_stall_report(rank, size):
         time.sleep(2.5)
     x = tfdist.allreduce(tf.ones([2]), op=tfdist.Sum, name="stall.x")
     np.testing.assert_allclose(x.numpy(), np.full(2, size))
-    ok("stall_report")
 
 
 def check_settings_must_agree():
@@ -701,52 +681,80 @@ def check_settings_must_agree():
     expect_error(tfdist.InitError, lambda: tfdist.init(cache_capacity=8 + (rank == 1)),
                  "TFDIST_CACHE_CAPACITY", "rank 1 has 9")
     assert not tfdist.is_initialized()
-    ok("settings_agree")
 
 
-def body():
-    timeline = os.environ.get("TFDIST_TIMELINE", "")
-    check_settings_must_agree()
+CHECKS = Checks()
+check, setup = CHECKS.check, CHECKS.setup
+
+check("settings_agree")(lambda rank, size: check_settings_must_agree())
+
+
+@setup
+def lifetime_1(rank, size):
     tfdist.init()
-    rank, size = tfdist.rank(), tfdist.size()
-    assert size > 1
-    check_basic(rank, size)
-    check_idle_cpu(rank, size)
-    check_out_of_order_threads(rank, size)
-    check_out_of_order_function(rank, size)
-    check_mismatches(rank, size)
-    check_duplicate_name(rank, size)
-    check_fusion(rank, size)
-    check_graph_burst(rank, size)
-    check_cache(rank, size)
-    check_grouped(rank, size)
-    check_alltoall(rank, size)
-    check_reducescatter(rank, size)
-    check_allgather(rank, size)
-    check_functions(rank, size)
-    check_join(rank, size, "cache=on")
-    check_shutdown(rank, size)
-    if timeline:
-        check_timeline(rank, size, timeline)
+    assert (tfdist.rank(), tfdist.size()) == (rank, size) and size > 1
 
-    # Lifetime 2: a small fusion buffer, no response cache.
+
+check("basic")(check_basic)
+check("idle_cpu")(check_idle_cpu)
+check("out_of_order_threads")(check_out_of_order_threads)
+check("out_of_order_function")(check_out_of_order_function)
+check("mismatches")(check_mismatches)
+check("duplicate_name")(check_duplicate_name)
+check("fusion threshold=None")(check_fusion)
+check("graph_burst")(check_graph_burst)
+check("cache on=True")(check_cache)
+check("grouped_allreduce")(check_grouped)
+check("alltoall")(check_alltoall)
+check("reducescatter")(check_reducescatter)
+check("allgather")(check_allgather)
+check("functions")(check_functions)
+check("join cache=on")(lambda rank, size: check_join(rank, size, "cache=on"))
+check("shutdown")(check_shutdown)
+
+
+@check("timeline")
+def timeline_of_lifetime_1(rank, size):
+    path = os.environ.get("TFDIST_TIMELINE", "")
+    assert path, "TFDIST_TIMELINE is not set: no timeline to check"
+    check_timeline(rank, size, path)
+
+
+@setup
+def lifetime_2(rank, size):
+    """A small fusion buffer, no response cache."""
     os.environ["TFDIST_TIMELINE"] = ""
     os.environ["TFDIST_FUSION_THRESHOLD"] = "1024"
     tfdist.init(cache_capacity=0)
-    check_basic(rank, size)
-    check_fusion(rank, size, expect_fusion=True, threshold=1024)
-    check_cache(rank, size, cache_on=False)
-    check_join(rank, size, "cache=off")
-    tfdist.shutdown()
 
-    # Lifetime 3: fusion off (TFDIST_FUSION_THRESHOLD=0); a stall report;
-    # the process then exits without calling shutdown().
+
+check("basic lifetime=2")(check_basic)
+check("fusion threshold=1024")(
+    lambda rank, size: check_fusion(rank, size, expect_fusion=True, threshold=1024))
+check("cache on=False")(lambda rank, size: check_cache(rank, size, cache_on=False))
+check("join cache=off")(lambda rank, size: check_join(rank, size, "cache=off"))
+
+
+@setup
+def lifetime_3(rank, size):
+    """Fusion off (TFDIST_FUSION_THRESHOLD=0) and a stall report; the process then exits
+    without calling shutdown()."""
+    tfdist.shutdown()
     os.environ["TFDIST_FUSION_THRESHOLD"] = "0"
     tfdist.init(stall_check_time=1.0, cache_capacity=4)
-    check_fusion(rank, size, expect_fusion=False, threshold=0)
-    check_cache_eviction(rank, size)
-    check_stall_report(rank, size)
-    check_out_of_order_threads(rank, size)
+
+
+check("fusion threshold=0")(
+    lambda rank, size: check_fusion(rank, size, expect_fusion=False, threshold=0))
+check("cache_eviction")(check_cache_eviction)
+check("stall_report")(check_stall_report)
+check("out_of_order_threads lifetime=3")(check_out_of_order_threads)
+
+
+def body():
+    from mpi4py import MPI
+    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+    CHECKS.run(rank, size)
     print(f"DONE rank {rank}", flush=True)
 
 

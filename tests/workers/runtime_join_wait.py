@@ -1,6 +1,6 @@
 """A long wait in join() is reported but is not a stall: the job must not abort.
 
-Run by tests/test_runtime_stall.py with TFDIST_STALL_CHECK_TIME=1 and
+Run by tests/mpi/test_runtime_stall.py with TFDIST_STALL_CHECK_TIME=1 and
 TFDIST_STALL_SHUTDOWN_TIME=4. The last rank joins at once; the others keep
 it waiting for 6 s, then run allreduces (which it stands in for) and join.
 """

@@ -1,6 +1,6 @@
 """The last rank stops submitting; with TFDIST_STALL_SHUTDOWN_TIME the job aborts.
 
-Run by tests/test_runtime_stall.py with TFDIST_STALL_CHECK_TIME=1 and
+Run by tests/mpi/test_runtime_stall.py with TFDIST_STALL_CHECK_TIME=1 and
 TFDIST_STALL_SHUTDOWN_TIME=4. "cached.x" runs a few times (so it is in the
 response cache and announced by one bit), then the last rank withholds it:
 the others must still find out and report which rank is missing, then abort

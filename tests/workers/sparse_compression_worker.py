@@ -21,7 +21,7 @@ from tfdist.gradient_tape import gradient_names
 from tfdist.sparse_compression import topk_count
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, make_model,
                           rank_data, reference_sgd)
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 SHAPES = [(40, 30), (30,), (3, 3, 4, 8)]
 
@@ -512,23 +512,27 @@ def _reference_sgd_grouped(size, steps, lr, momentum, combine):
     return weights
 
 
+CHECKS = Checks()
+CHECKS.setup(lambda: tfdist.init())
+CHECKS.check("errors")(check_errors)
+CHECKS.check("topk_allreduce")(check_topk_allreduce)
+CHECKS.check("topk_momentum_correction")(check_topk_momentum_correction)
+CHECKS.check("topk_start_step")(check_topk_start_step)
+CHECKS.check("topk_dense_switch")(check_topk_dense_switch)
+CHECKS.check("rank_state_round_trip")(check_rank_state_round_trip)
+CHECKS.check("powersgd_allreduce")(check_powersgd_allreduce)
+CHECKS.check("powersgd_rank_one_converges")(check_powersgd_rank_one_converges)
+CHECKS.check("powersgd_start_step")(check_powersgd_start_step)
+CHECKS.check("fit_and_tape_with_topk")(check_fit_and_tape_with_topk)
+CHECKS.check("fit_with_momentum_correction")(check_fit_with_momentum_correction)
+CHECKS.check("fit_with_powersgd")(check_fit_with_powersgd)
+CHECKS.check("save_and_load")(lambda: check_save_and_load(sys.argv[1]))
+CHECKS.check("error_feedback")(check_error_feedback)  # only with --error-feedback
+
+
 def main():
-    tfdist.init()
-    check_errors()
-    check_topk_allreduce()
-    check_topk_momentum_correction()
-    check_topk_start_step()
-    check_topk_dense_switch()
-    check_rank_state_round_trip()
-    check_powersgd_allreduce()
-    check_powersgd_rank_one_converges()
-    check_powersgd_start_step()
-    check_fit_and_tape_with_topk()
-    check_fit_with_momentum_correction()
-    check_fit_with_powersgd()
-    check_save_and_load(sys.argv[1])
-    if "--error-feedback" in sys.argv:
-        check_error_feedback()
+    names = CHECKS.names()
+    CHECKS.run(only=None if "--error-feedback" in sys.argv else names[:-1])
     print("sparse compression checks passed", flush=True)
 
 

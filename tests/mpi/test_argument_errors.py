@@ -1,12 +1,12 @@
 """Every public argument given a wrong type or value: the error names the argument and
 what it accepts. One table; the rows run in one process at np = 1
-(tests/workers/argument_errors_worker.py), tfdistrun's options in this process."""
+(tests/workers/argument_errors_worker.py); tfdistrun's options are checked in
+tests/unit/test_tfdistrun_options.py."""
 import json
 
 import pytest
 
 from mpi_harness import run_workers
-import tfdistrun as launcher
 
 # id: (expression, what it raises or "ok", substrings of the message or of repr(result))
 ROWS = {
@@ -166,21 +166,3 @@ def test_a_wrong_argument_is_named_with_what_it_accepts(row, outcomes):
     assert kind == raised, f"{expression}: raised {kind}: {message}"
     for needle in needles:
         assert needle in message, f"{expression}: {kind}: {message!r} lacks {needle!r}"
-
-
-@pytest.mark.parametrize("options, needle", [
-    (["-np", "0"], "-np must be at least 1, got 0"),
-    (["-np", "two"], "argument -np/--num-proc: invalid int value: 'two'"),
-    (["-np", "2", "--timeout", "0"], "--timeout must be a positive number of seconds, got 0"),
-    (["-np", "2", "--preempt-grace", "-1"], "--preempt-grace must not be negative, got -1"),
-    (["-np", "2", "--restarts", "-2"], "--restarts must not be negative, got -2"),
-    (["-np", "2", "--fusion-threshold-mb", "-1"], "--fusion-threshold-mb must not be negative"),
-    (["-np", "2", "--cycle-time-ms", "0"], "--cycle-time-ms must be positive, got 0"),
-    (["-np", "2"], "no command to run"),
-])
-def test_a_wrong_tfdistrun_option_is_named(options, needle, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        launcher.main([*options, "--dry-run"] + (["python", "t.py"] if len(options) > 2
-                                                 or options[1] == "0" else []))
-    assert exit_.value.code == 2
-    assert needle in capsys.readouterr().err

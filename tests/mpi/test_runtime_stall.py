@@ -45,13 +45,6 @@ def test_a_long_stall_is_reported_at_doubling_intervals_not_every_second():
     assert "set TFDIST_STALL_SHUTDOWN_TIME=0 to wait forever" in output, output[-4000:]
 
 
-def test_a_stalled_job_aborts_by_default_and_0_waits_forever():
-    from tfdist.config import RuntimeSettings
-    assert RuntimeSettings.from_environment({}).stall_shutdown_time == 600
-    assert RuntimeSettings.from_environment(
-        {"TFDIST_STALL_SHUTDOWN_TIME": "0"}).stall_shutdown_time == 0
-
-
 @pytest.mark.parametrize("np_", [2, 3])
 def test_long_join_is_reported_but_does_not_abort(np_):
     output = run_workers("runtime_join_wait.py", np_, timeout=120,

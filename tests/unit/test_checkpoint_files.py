@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from mpi_harness import WORKERS
+from mpi_harness import TFDIST_PACKAGE, WORKERS
 from workers.checkpoint_writer_child import expected_contents
 
 CHILD = str(WORKERS / "checkpoint_writer_child.py")
@@ -25,10 +25,8 @@ SEED = int(os.environ.get("TFDIST_TEST_SEED", random.randrange(1 << 30)))
 def load_file_format():
     """tfdist/checkpoint/file_format.py of the installed tfdist, loaded without TensorFlow."""
     import importlib.util
-    from pathlib import Path
-    root = Path(importlib.util.find_spec("tfdist").submodule_search_locations[0])
     spec = importlib.util.spec_from_file_location("tfdist_checkpoint_file_format",
-                                                  root / "checkpoint" / "file_format.py")
+                                                  TFDIST_PACKAGE / "checkpoint" / "file_format.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)

@@ -1,17 +1,5 @@
-"""Local variables (per-rank heads) under mpirun against a numpy reference.
-
-tests/workers/local_variables_worker.py: PartialDistributedOptimizer in
-model.fit, DistributedGradientTape.register_local_var,
-PartialDistributedGradientTape, DistributedOptimizer.register_local_var;
-checkpoints keep local variables and their momenta per rank;
-broadcast_variables and BroadcastGlobalVariablesCallback refuse them.
-"""
-from mpi_harness import run_workers
-
-
-def test_local_variables_match_reference(tmp_path):
-    output = run_workers("local_variables_worker.py", 2, args=[str(tmp_path)], timeout=240)
-    assert output.count("local variable checks passed") == 2, output[-3000:]
+"""Wrong local_layers and scale_local_gradients arguments of tfdist.keras's wrappers are
+named, without a job (the local variables under mpirun: tests/mpi/test_local_variables.py)."""
 
 
 def test_bad_local_layers_and_settings_are_named():
