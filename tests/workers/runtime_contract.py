@@ -647,7 +647,7 @@ def check_shutdown(rank, size):
     MPI.COMM_WORLD.Barrier()
     tfdist.shutdown()
     if orphan is not None:
-        expect_error(tf.errors.AbortedError, orphan, "shut down")
+        expect_error(tf.errors.AbortedError, orphan, "shutdown()")
     assert not tfdist.is_initialized()
     start = time.monotonic()
     expect_error(tf.errors.FailedPreconditionError,
