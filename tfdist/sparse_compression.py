@@ -29,9 +29,11 @@ The per-rank state (residuals, Q, the step count) lives in the runtime,
 keyed by tensor name, so every tensor needs a name of its own: a call whose
 tensors have no name (``tfdist.allreduce(..., compression=...)`` or
 ``grouped_allreduce`` without ``name=``) or share one is refused. Every call
-first runs a one-element allreduce whose description carries the
-compressor's settings (``settings()``), so ranks whose settings differ get
-the runtime's FailedPrecondition naming the setting and both values.
+first runs one-element allreduces, one per tensor and named as the tensor's
+collective would be without top-k or PowerSGD, whose descriptions carry the
+compressor's settings (``settings()``), so ranks whose settings differ, or
+that send the tensors uncompressed or as fp16/bf16, all get the runtime's
+FailedPrecondition naming the setting and both values.
 Only Sum and Average can be compressed this way. Both compute in float32
 (float64 tensors are rounded, with a warning) and leave ``IndexedSlices``
 uncompressed (with a warning); docs/compression.md, "Edge cases".
@@ -106,15 +108,30 @@ def _check_names(compressor: str, names: Sequence[str], group_name: Optional[str
 
 
 def _warn_float64(compressor: str, tensors: Sequence[tf.Tensor]) -> None:
+    """Warns, once per process, that float64 tensors this compressor compresses lose
+    precision: they are summed in float32."""
     if any(t.dtype == tf.float64 for t in tensors):
         _warn_once(f"Compression.{compressor} computes in float32: float64 tensors are "
-                   "rounded to float32 before they are compressed and summed")
+                   "rounded to float32 before they are compressed and summed, and the "
+                   "float32 result is cast back to float64 (this warning is shown once "
+                   "per process)")
 
 
-def _agreement(compressor: Compressor, key: str) -> tf.Tensor:
-    """The call's first collective: every rank's settings, compared by the runtime."""
+def _agreement(compressor: Compressor, names: Sequence[str],
+               group_name: Optional[str]) -> tf.Tensor:
+    """The call's first collective: every rank's settings, compared by the runtime.
+
+    One one-element allreduce per tensor, named as ``Compressor.allreduce``
+    names the tensor's collective without top-k or PowerSGD (``<group>.<i>``
+    in a group, else the tensor's name): a rank that sends these tensors
+    uncompressed or as fp16/bf16 meets them by name and gets the same error.
+    """
+    if group_name:
+        collective_names = [f"{group_name}.{i}" for i in range(len(names))]
+    else:
+        collective_names = list(names)
     check = _library.ops().tfdist_compressor_agreement(settings=compressor.settings(),
-                                                       tensor_name=f"{key}.compressor")
+                                                       tensor_names=collective_names)
     ops._independent(check)
     return check
 
@@ -255,7 +272,7 @@ class TopKCompressor(Compressor):
         _warn_float64("topk", tensors)
         size = runtime.size()
         key = group_name or names[0]
-        with tf.control_dependencies([_agreement(self, key)]):
+        with tf.control_dependencies([_agreement(self, names, group_name)]):
             summed = self._sum(tensors, names, sizes, key, size)
         factor = _scale(op, prescale_factor, postscale_factor, size)
         if factor != 1.0:
@@ -372,7 +389,11 @@ class PowerSGDCompressor(Compressor):
         if not tensors:
             return []
         _check_names("powersgd", names, group_name)
-        _warn_float64("powersgd", tensors)
+        # Tensors that go as factors are computed in float32; the others (vectors,
+        # matrices too small to factor) are allreduced in their own dtype.
+        _warn_float64("powersgd", [t for t in tensors if t.dtype.is_floating
+                                   and t.shape.is_fully_defined()
+                                   and self.compresses(t.shape.as_list())])
         key = group_name or names[0]
         scales = dict(op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)
 
@@ -382,7 +403,7 @@ class PowerSGDCompressor(Compressor):
         def compressed() -> List[tf.Tensor]:
             return self._compressed(tensors, names, key, scales)
 
-        with tf.control_dependencies([_agreement(self, key)]):
+        with tf.control_dependencies([_agreement(self, names, group_name)]):
             if self.start_step == 0:
                 return compressed()
             step = _library.ops().tfdist_compression_step(state_name=f"powersgd/{key}")

@@ -63,5 +63,40 @@ TFDIST_TEST(ConvertScaledFloatNaNStaysNaN) {
   CHECK(std::isnan(out));
 }
 
+// A double is rounded to a 16-bit float once: the detour through float32
+// (round to nearest twice) turned values just above a tie into the tie and
+// then rounded it to even, the wrong way.
+TFDIST_TEST(ConvertDoubleToSixteenBitsRoundsOnce) {
+  struct Case {
+    double x;
+    DataType to;
+    uint16_t bits;
+  };
+  const Case cases[] = {
+      {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40), DataType::kFloat16, 0x3C01},
+      {-(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)), DataType::kFloat16, 0xBC01},
+      {1.0 + std::ldexp(1.0, -11), DataType::kFloat16, 0x3C00},  // a tie: to even
+      {1.0 + std::ldexp(1.0, -11) - std::ldexp(1.0, -40), DataType::kFloat16, 0x3C00},
+      {65520.0 - std::ldexp(1.0, -30), DataType::kFloat16, 0x7BFF},  // just below overflow
+      {65520.0, DataType::kFloat16, 0x7C00},
+      {std::ldexp(1.0, -25) + std::ldexp(1.0, -60), DataType::kFloat16, 0x0001},  // subnormal
+      {1e-300, DataType::kFloat16, 0x0000},
+      {1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40), DataType::kBFloat16, 0x3F81},
+      {1.0 + std::ldexp(1.0, -8), DataType::kBFloat16, 0x3F80},
+      {1e300, DataType::kBFloat16, 0x7F80},
+      {0.25, DataType::kBFloat16, 0x3E80},
+  };
+  for (const Case& c : cases) {
+    uint16_t out = 0;
+    ConvertScaled(&c.x, DataType::kFloat64, &out, c.to, 1, 1.0);
+    CHECK_EQ(out, c.bits);
+  }
+  // Scaled in double first, then rounded once: (1 + 2^-11 + 2^-39) / 2.
+  const double x = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -39);
+  uint16_t out = 0;
+  ConvertScaled(&x, DataType::kFloat64, &out, DataType::kFloat16, 1, 0.5);
+  CHECK_EQ(out, 0x3801);
+}
+
 }  // namespace
 }  // namespace tfdist

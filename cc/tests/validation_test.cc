@@ -86,6 +86,14 @@ TFDIST_TEST(ValidationNamesTheCompressorSettingThatDiffers) {
                   "powersgd") != std::string::npos);
   const std::string none = MismatchOf(base, [](D& d) { d.compressor.clear(); });
   CHECK(none.find("rank 2 has none") != std::string::npos);
+  // A rank that sends the tensor as fp16 instead of top-k: named as such.
+  const std::string fp16 = MismatchOf(base, [](D& d) {
+    d.compressor.clear();
+    d.compression = WireCompression::kFloat16;
+    d.dtype = DataType::kFloat32;
+  });
+  CHECK(fp16.find("on the compressor of tensor 't' (allreduce): rank 0 has topk, rank 2 has "
+                  "fp16 (rank 0: topk ratio=0.1") != std::string::npos);
   CHECK_EQ(MismatchOf(base, [](D&) {}), std::string());
 }
 

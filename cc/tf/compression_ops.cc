@@ -10,9 +10,11 @@
 //   powersgd.residual/<tensor> float32, n x m
 //   powersgd.q/<tensor>        float32, m x rank (the last allreduced Q)
 //   step/<key>                 int64 scalar (TfdistCompressionStep)
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -494,21 +496,27 @@ class CompressionStepKernel : public tf::OpKernel {
   std::string key_;
 };
 
-// Every rank's top-k or PowerSGD call starts with this one-element
-// allreduce, named "<call>.compressor", whose description carries the
-// compressor's `settings` (request.h). The call's other ops run after it, so
-// ranks whose settings differ all get the negotiation's FailedPrecondition
-// naming the setting and both values before anything else of the call is
-// submitted (which could otherwise differ in shape, count or name between
-// the ranks). It has no inputs, so in a tf.function it runs at the start of
-// the step, hidden under the forward and backward passes.
+// Every rank's top-k or PowerSGD call starts with this group of one-element
+// allreduces, one per tensor of the call and named as a dense call would
+// name it ("<name>", or "<group>.<i>" for grouped calls), whose descriptions
+// carry the compressor's `settings` (request.h). The call's other ops run
+// after it, so ranks whose settings differ all get the negotiation's
+// FailedPrecondition naming the setting and both values before anything
+// else of the call is submitted (which could otherwise differ in shape,
+// count or name between the ranks); a rank that sends the same tensors
+// uncompressed or as fp16/bf16 meets every one of these names and gets the
+// same error, where other names would leave both sides waiting. It has no
+// inputs, so in a tf.function it runs at the start of the step, hidden under
+// the forward and backward passes.
 REGISTER_OP("TfdistCompressorAgreement")
     .Output("ranks: int32")
     .Attr("settings: string")
-    .Attr("tensor_name: string")
+    .Attr("tensor_names: list(string)")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->Vector(1));
+      std::vector<std::string> names;
+      TF_RETURN_IF_ERROR(c->GetAttr("tensor_names", &names));
+      c->set_output(0, c->Vector(static_cast<int64_t>(names.size())));
       return absl::OkStatus();
     });
 
@@ -516,33 +524,56 @@ class CompressorAgreementKernel : public tf::AsyncOpKernel {
  public:
   explicit CompressorAgreementKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("settings", &settings_));
-    OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
-    OP_REQUIRES(c, !tensor_name_.empty() && !settings_.empty(),
-                absl::InvalidArgumentError("compressor agreement needs a name and settings"));
+    OP_REQUIRES_OK(c, c->GetAttr("tensor_names", &tensor_names_));
+    const bool named = !tensor_names_.empty() &&
+                       std::none_of(tensor_names_.begin(), tensor_names_.end(),
+                                    [](const std::string& n) { return n.empty(); });
+    OP_REQUIRES(c, named && !settings_.empty(),
+                absl::InvalidArgumentError("compressor agreement needs names and settings"));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) override {
     RuntimeHandle handle = CurrentRuntime();
     OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
                       ToTfStatus(NotInitializedError(type_string())), done);
+    const int64_t n = static_cast<int64_t>(tensor_names_.size());
     tf::Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, tf::TensorShape({1}), &output), done);
-    output->flat<int32_t>()(0) = 1;
-    Request request;
-    request.name = tensor_name_;
-    request.description.type = CollectiveType::kAllreduce;
-    request.description.dtype = DataType::kInt32;
-    request.description.shape = {1};
-    request.description.op = ReduceOp::kSum;
-    request.description.compressor = settings_;
-    // In place: the allreduce reads and writes the one element.
-    request.input = output->flat<int32_t>().data();
-    request.output = output->flat<int32_t>().data();
-    request.done = [ctx, done](const Status& s) {
-      ctx->SetStatus(ToTfStatus(s));
-      done();
+    OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, tf::TensorShape({n}), &output), done);
+    // The last request to finish completes the op with the first error seen.
+    struct Pending {
+      std::mutex mutex;
+      int64_t remaining;
+      Status first_error;
     };
-    Status enqueued = handle.runtime->Enqueue(std::move(request));
+    auto pending = std::make_shared<Pending>();
+    pending->remaining = n;
+    std::vector<Request> requests(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t* element = output->flat<int32_t>().data() + i;
+      *element = 1;
+      Request& request = requests[static_cast<size_t>(i)];
+      request.name = tensor_names_[static_cast<size_t>(i)];
+      request.description.type = CollectiveType::kAllreduce;
+      request.description.dtype = DataType::kInt32;
+      request.description.shape = {1};
+      request.description.op = ReduceOp::kSum;
+      request.description.compressor = settings_;
+      // In place: the allreduce reads and writes the one element.
+      request.input = element;
+      request.output = element;
+      request.done = [ctx, done, pending](const Status& s) {
+        bool last = false;
+        {
+          std::lock_guard<std::mutex> lock(pending->mutex);
+          if (!s.ok() && pending->first_error.ok()) pending->first_error = s;
+          last = --pending->remaining == 0;
+        }
+        if (!last) return;
+        ctx->SetStatus(ToTfStatus(pending->first_error));
+        done();
+      };
+    }
+    Status enqueued = handle.runtime->EnqueueGroup(std::move(requests));
     if (!enqueued.ok()) {
       ctx->SetStatus(ToTfStatus(enqueued));
       done();
@@ -551,7 +582,7 @@ class CompressorAgreementKernel : public tf::AsyncOpKernel {
 
  private:
   std::string settings_;
-  std::string tensor_name_;
+  std::vector<std::string> tensor_names_;
 };
 
 // Records, for tfdist.stats(), that a compressed call sent `compressed`

@@ -4,8 +4,8 @@ Hypothesis draws the cases (``derandomize=True``, no database, generation
 phase only: nothing is shrunk, so the list depends only on this file and the
 Hypothesis version, never on what a run found). Each case carries a
 ``seed`` from which every rank's inputs are made with numpy
-(``inputs.py``), so any rank can rebuild every other rank's input and the
-numpy reference needs no communication.
+(reference.py, compressors.py), so any rank can rebuild every other rank's
+input and the numpy reference needs no communication.
 
 This module imports neither TensorFlow nor tfdist.
 """
@@ -239,48 +239,40 @@ def describe(case: Case) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in case.items())
 
 
-# --- known defects --------------------------------------------------------------
+# --- ranks that disagree on the compressor ---------------------------------------
 
-#: The defects of issue 21 that are being fixed elsewhere, by item number.
-KNOWN_DEFECTS = {
-    1: "PowerSGD freezes after an all-zero gradient",
-    2: "unnamed compressed collectives share one state",
-    3: "rank_state() fails for tensors of more than 8 dimensions",
-    4: "restore_rank_state() half-restores when it fails",
-    5: "rank-disagreeing compressor settings abort the job",
-    6: "stats()['bytes_uncompressed'] is wrong for top-k and PowerSGD",
-    7: "float64 is summed in float32; IndexedSlices pass through uncompressed",
-}
+def _setting(name: str, first: Any, other: Any) -> List[str]:
+    """What the error says when ranks disagree on one setting (rank 1 has ``other``)."""
+    return [f"compressor setting {name} of tensor", f"rank 0 has {first}", f"has {other}"]
 
 
-#: Compressor settings that ranks 0 and 1 disagree on, for disagreeing_settings.
+def _kind(first: str, other: str) -> List[str]:
+    return ["compressor of tensor", f"rank 0 has {first}", f"has {other}"]
+
+
+#: label: (rank 0's compressor, the other ranks', words the error must contain, grouped),
+#: the compressors as functions of tfdist.Compression (None: no compression).
 DISAGREEMENTS = {
-    "ratio": lambda c: (c.topk(0.1), c.topk(0.3)),
-    "error_feedback": lambda c: (c.topk(0.1), c.topk(0.1, error_feedback=False)),
-    "powersgd rank": lambda c: (c.powersgd(1), c.powersgd(2)),
-    "start_step": lambda c: (c.powersgd(1), c.powersgd(1, start_step=1)),
-    "compressor": lambda c: (c.topk(0.1), c.powersgd(1)),
+    "topk.ratio": (lambda c: c.topk(0.1), lambda c: c.topk(0.3), _setting("ratio", 0.1, 0.3),
+                   False),
+    "topk.momentum": (lambda c: c.topk(0.1, momentum=0.5), lambda c: c.topk(0.1, momentum=0.9),
+                      _setting("momentum", 0.5, 0.9), False),
+    "topk.error_feedback": (lambda c: c.topk(0.1), lambda c: c.topk(0.1, error_feedback=False),
+                            _setting("error_feedback", True, False), False),
+    "topk.start_step": (lambda c: c.topk(0.1), lambda c: c.topk(0.1, start_step=2),
+                        _setting("start_step", 0, 2), False),
+    "powersgd.rank": (lambda c: c.powersgd(1), lambda c: c.powersgd(2),
+                      _setting("rank", 1, 2), False),
+    "powersgd.error_feedback": (lambda c: c.powersgd(1),
+                                lambda c: c.powersgd(1, error_feedback=False),
+                                _setting("error_feedback", True, False), True),
+    "powersgd.start_step": (lambda c: c.powersgd(1), lambda c: c.powersgd(1, start_step=1),
+                            _setting("start_step", 0, 1), False),
+    "topk-powersgd": (lambda c: c.topk(0.1), lambda c: c.powersgd(1),
+                      _kind("topk", "powersgd"), False),
+    "none-topk": (lambda c: None, lambda c: c.topk(0.1), _kind("none", "topk"), False),
+    "fp16-topk": (lambda c: c.fp16, lambda c: c.topk(0.1), _kind("fp16", "topk"), True),
+    "bf16-powersgd": (lambda c: c.bf16, lambda c: c.powersgd(2), _kind("bf16", "powersgd"),
+                      False),
+    "powersgd-none": (lambda c: c.powersgd(1), lambda c: None, _kind("powersgd", "none"), True),
 }
-
-
-def known_defect(case: Case, size: int) -> Any:
-    """The item of KNOWN_DEFECTS a generated case runs into, or None.
-
-    A pure function of the case's parameters: a case is tagged because of
-    what it does, never because of how it ended.
-    """
-    if case.get("kind") == "targeted":
-        return case["item"]
-    if case.get("kind") != "compress":
-        return None
-    if case["compressor"] in ("topk", "powersgd") and any(len(s) > 8 for s in case["shapes"]):
-        return 3
-    if case["compressor"] == "powersgd":
-        p = case["params"]
-        for step, kind in enumerate(case["inputs"][:-1]):
-            # M = gradient + residual is zero on every rank: a zero gradient at the first
-            # compressed step (residual still zero), or any zero step without a residual.
-            if kind == "zero" and step >= p["start_step"] and (
-                    not p["error_feedback"] or step == p["start_step"]):
-                return 1
-    return None

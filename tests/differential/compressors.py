@@ -254,7 +254,7 @@ class TopKModel:
                        + ref.eps(dtype) * np.abs(scaled.astype(np.float64))
                        + (size + 2) * ref.tiny("float32")).reshape(case["shapes"][i])
             if dtype == "float64" and tol is None:
-                # Selected in float32 today; a float64 path would be more exact still.
+                # Summed in float32 (docs/compression.md, "float64"): its rounding, once.
                 tol = (2 * ref.eps("float32") * np.abs(scaled.astype(np.float64))
                        ).reshape(case["shapes"][i])
             outputs.append((expected, tol))
@@ -290,6 +290,77 @@ def orthogonalize(p: np.ndarray) -> np.ndarray:
     return q.astype(F32)
 
 
+_MASK = (1 << 64) - 1
+
+
+def _fnv1a(text: str) -> int:
+    value = 0xCBF29CE484222325
+    for byte in text.encode():
+        value = ((value ^ byte) * 0x100000001B3) & _MASK
+    return value
+
+
+def seeded_normal(seed: int, count: int) -> np.ndarray:
+    """docs/compression.md's seeded standard normals: SplitMix64 from ``seed``, one
+    Box-Muller value per pair of 53-bit uniforms in (0, 1), rounded to float32."""
+    state, out = seed, np.empty(count, F32)
+
+    def uniform() -> float:
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & _MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return (((z ^ (z >> 31)) >> 11) + 0.5) * (1.0 / 9007199254740992.0)
+
+    for i in range(count):
+        u1, u2 = uniform(), uniform()
+        out[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+    return out
+
+
+def initial_q(name: str, m: int, rank: int) -> np.ndarray:
+    """The name's initial Q (m x rank): seeded_normal(FNV-1a of the name), row-major."""
+    return seeded_normal(_fnv1a(name), m * rank).reshape(m, rank)
+
+
+def _independent(column: np.ndarray, basis: List[np.ndarray]) -> bool:
+    """Whether ``column`` keeps more than 1e-6 of its norm once projected off ``basis``
+    (twice); if so its normalised remainder joins the basis."""
+    column = column.astype(np.float64)
+    original = float(np.sqrt(np.dot(column, column)))
+    if not (math.isfinite(original) and original > 0.0):
+        return False
+    for _ in range(2):
+        for b in basis:
+            column = column - np.dot(column, b) * b
+    norm = float(np.sqrt(np.dot(column, column)))
+    if not (math.isfinite(norm) and norm > 1e-6 * original):
+        return False
+    basis.append(column / norm)
+    return True
+
+
+def refill_q(name: str, q: np.ndarray) -> np.ndarray:
+    """docs/compression.md "A zero gradient": before each compressed step every column of
+    the warm-start Q that is zero, not finite or dependent on the columns before it is
+    replaced by that column of the name's initial Q (then, should that be dependent too,
+    by columns seeded by "<name>#refill<c>.<attempt>"); the others stay bit for bit."""
+    m, rank = q.shape
+    q = q.copy()
+    basis: List[np.ndarray] = []
+    for c in range(rank):
+        if _independent(q[:, c], basis):
+            continue
+        for attempt in range(8):
+            candidate = (initial_q(name, m, rank)[:, c] if attempt == 0 else
+                         seeded_normal(_fnv1a(f"{name}#refill{c}.{attempt}"), m))
+            if _independent(candidate, basis):
+                break
+        q[:, c] = candidate
+    return q
+
+
 def matrix_view(shape) -> Tuple[int, int]:
     return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
 
@@ -304,11 +375,15 @@ class PowerSGDModel:
                        if d not in ref.INTEGERS and self.compresses(s)]
         self.e = {(r, i): np.zeros(matrix_view(case["shapes"][i]), F32)
                   for r in range(size) for i in self.chosen}
+        # Odd seeds start from a warm-start Q set through restore_rank_state, even
+        # ones from the name's initial Q, which the library makes on the first step.
+        self.restored = case["seed"] % 2 == 1
         gen = np.random.default_rng([case["seed"], 42])
-        self.q = {i: gen.standard_normal((matrix_view(case["shapes"][i])[1], self.rank))
-                  .astype(F32) for i in self.chosen}
+        self.q = {i: (gen.standard_normal((matrix_view(case["shapes"][i])[1], self.rank))
+                      .astype(F32) if self.restored else
+                      initial_q(self.names[i], matrix_view(case["shapes"][i])[1], self.rank))
+                  for i in self.chosen}
         self.calls = 0
-        self.froze = False  # a zero step happened before a later one (issue 21 item 1)
 
     def compresses(self, shape) -> bool:
         if len(shape) < 2:
@@ -317,7 +392,9 @@ class PowerSGDModel:
         return n > 0 and m > 0 and (n + m) * self.rank * 2 < n * m
 
     def initial_state(self) -> Dict[str, np.ndarray]:
-        """The warm start Q every rank starts from, set through restore_rank_state."""
+        """The warm-start Q to set through restore_rank_state ({} for the initial Q)."""
+        if not self.restored:
+            return {}
         return {f"powersgd.q/{self.names[i]}": self.q[i] for i in self.chosen}
 
     def step(self, inputs: List[List[np.ndarray]], rank: int) -> List[Tuple[np.ndarray, Any]]:
@@ -338,11 +415,10 @@ class PowerSGDModel:
                                                   case["post"])))
                 continue
             n, m = matrix_view(case["shapes"][i])
+            self.q[i] = refill_q(self.names[i], self.q[i])
             with np.errstate(all="ignore"):
                 ms = [inputs[r][i].astype(F32).reshape(n, m) + self.e[(r, i)]
                       for r in range(size)]
-                if all(not np.any(x) for x in ms) and self.calls < len(case["inputs"]):
-                    self.froze = True
                 p_sum = np.sum([x.astype(np.float64) @ self.q[i].astype(np.float64)
                                 for x in ms], axis=0) * factor
                 p_hat = orthogonalize(p_sum.astype(F32)).astype(np.float64)
@@ -352,8 +428,8 @@ class PowerSGDModel:
                 for r in range(size):
                     self.e[(r, i)] = ((ms[r].astype(np.float64) - p_hat @ q_local[r].T)
                                       .astype(F32) if self.ef else np.zeros((n, m), F32))
-                if np.any(q_sum) or not np.all(np.isfinite(q_sum)):
-                    self.q[i] = q_sum.astype(F32)
+                # The allreduced Q is stored as it is; the next step refills it.
+                self.q[i] = q_sum.astype(F32)
             # float32 products of length <= 64 err by <= 64·eps32 ≈ 8e-6 of the norms; the
             # orthogonalisation may amplify that by the conditioning of P: 1e-4 of
             # |factor|·Σ‖M_r‖ (Frobenius), plus the output dtype's rounding.

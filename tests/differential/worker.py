@@ -7,7 +7,7 @@ Each rank draws the same case lists (cases.py; checked by comparing a hash
 across ranks), runs them in order and checks each against the numpy models.
 A case that fails is recorded with its parameters and the run goes on; at the
 end the ranks exchange their failures, every rank prints all of them, and rank
-0 writes RESULTS.json ({"ran": n, "results": {case id: {"case", "tag",
+0 writes RESULTS.json ({"ran": n, "results": {case id: {"case",
 "failures": {rank: message}}}}) for tests/differential/test_differential.py.
 Anything that breaks the worker itself aborts every rank (worker_main).
 """
@@ -81,8 +81,7 @@ def main() -> None:
               "results": {}}
     for case, _ in plan:
         failures = {r: everyone[r][case["id"]] for r in range(size) if everyone[r][case["id"]]}
-        report["results"][case["id"]] = {"case": case, "tag": cases.known_defect(case, size),
-                                         "failures": failures}
+        report["results"][case["id"]] = {"case": case, "failures": failures}
         for r, message in failures.items():
             print(f"[rank {rank}] FAILED {case['id']} on rank {r}: {message}\n"
                   f"    case: {cases.describe(case)}", flush=True)

@@ -182,6 +182,12 @@ def _mismatches(rank, size):
          ["start_step", "0", "2"]),
         ("compressor kind", tfdist.Compression.powersgd(1) if odd else
          tfdist.Compression.topk(0.1), ["compressor", "topk", "powersgd"]),
+        # Dense compressors send no settings of their own; the compressed rank's
+        # agreement is named as their allreduce is, so they meet it.
+        ("fp16 against top-k", tfdist.Compression.fp16 if odd else tfdist.Compression.topk(0.1),
+         ["compressor of", "rank 0 has topk", "has fp16"]),
+        ("none against PowerSGD", None if odd else tfdist.Compression.powersgd(1),
+         ["compressor of", "rank 0 has powersgd", "has none"]),
     ]
 
 
@@ -202,6 +208,18 @@ def check_settings_mismatch():
     total = tfdist.allreduce(g, op=tfdist.Sum, name="agreed", compression=agreed)
     expected = sum(rank_matrix(r, 0, (24, 20)) for r in range(size))
     np.testing.assert_allclose(total.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+    # Gradients through allreduce_gradients (DistributedOptimizer's path), grouped,
+    # with bf16 on the last rank: every tensor of its group meets the error.
+    gradients = [g, tf.ones(7) * rank, g[:4]]
+    compressor = tfdist.Compression.bf16 if rank == size - 1 else tfdist.Compression.topk(0.1)
+    expect_rejected(lambda: allreduce_gradients(gradients, prefix="mismatch.grads",
+                                                op=tfdist.Sum, compression=compressor,
+                                                num_groups=1),
+                    tf.errors.FailedPreconditionError, ["compressor of", "topk", "bf16"],
+                    "bf16 against top-k in allreduce_gradients")
+    total = tfdist.allreduce(tf.ones(3), op=tfdist.Sum, name="after.grads")
+    np.testing.assert_array_equal(total.numpy(), np.full(3, size, np.float32))
 
     # The same inside a tf.function.
     mismatched = tfdist.Compression.topk(0.2 if rank == size - 1 else 0.1)

@@ -37,9 +37,25 @@ T Store(double x) {
     return static_cast<T>(x);
   }
 }
-template <> Half Store(double x) { return Half{FloatToHalf(static_cast<float>(x))}; }
+// x in float32, rounded to odd: toward zero, then the last bit set if
+// anything was dropped. Rounding that to a 16-bit float gives the bits of
+// rounding x itself once, since float32 keeps more than 16-bit's precision
+// plus two bits; rounding to nearest twice would not (1 + 2^-11 + 2^-40
+// became the tie 1 + 2^-11 in float32 and then 1.0 in float16, not 1 + 2^-10).
+float ToFloatRoundedToOdd(double x) {
+  float f = static_cast<float>(x);
+  if (std::isnan(x) || static_cast<double>(f) == x) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof bits);
+  return f;
+}
+
+template <> Half Store(double x) { return Half{FloatToHalf(ToFloatRoundedToOdd(x))}; }
 template <> BFloat16 Store(double x) {
-  return BFloat16{FloatToBFloat16(static_cast<float>(x))};
+  return BFloat16{FloatToBFloat16(ToFloatRoundedToOdd(x))};
 }
 
 template <typename S, typename D>

@@ -120,13 +120,21 @@ std::vector<std::pair<std::string, std::string>> SettingsItems(const std::string
   return items;
 }
 
+// A description's compressor as the messages name it: the top-k or
+// PowerSGD settings, else the allreduce's wire compression ("none", "fp16",
+// "bf16"), which is what a rank that did not use top-k or PowerSGD used.
+std::string CompressorText(const D& d) {
+  if (!d.compressor.empty()) return d.compressor;
+  return d.type == CollectiveType::kAllreduce ? Text(d.compression) : Text(d.compressor);
+}
+
 // The compressors' settings: names the first setting that differs and both
 // values, then both full settings for context.
 Status AgreeOnCompressor(const std::string& name, const std::vector<D>& per_rank) {
-  const std::string& expected = per_rank[0].compressor;
+  const std::string expected = CompressorText(per_rank[0]);
   for (size_t r = 1; r < per_rank.size(); ++r) {
-    const std::string& actual = per_rank[r].compressor;
-    if (actual == expected) continue;
+    if (per_rank[r].compressor == per_rank[0].compressor) continue;
+    const std::string actual = CompressorText(per_rank[r]);
     const auto a = SettingsItems(expected);
     const auto b = SettingsItems(actual);
     std::string setting = "compressor", va = Text(expected), vb = Text(actual);
