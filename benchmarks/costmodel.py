@@ -47,7 +47,7 @@ from benchmarks import _results
 ROOT = Path(__file__).resolve().parent.parent
 GIGABIT = 1e9 / 8  # bytes per second
 EMULATED_LATENCY = 50e-6  # seconds, for every emulated configuration
-FLOAT32 = 6  # cc/core/data_type.h DataType::kFloat32
+FLOAT32 = 6  # cc/core/base/data_type.h DataType::kFloat32
 FLAT_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 SIZES = tuple(4 * 16 ** k for k in range(7))  # 4 B, 64 B, ..., 64 MiB
 TARGET_SECONDS = 0.25  # per cell, after warm-up

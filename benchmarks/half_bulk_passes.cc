@@ -4,7 +4,7 @@
 // of 15. Not part of any library; from the repository root:
 //
 //   g++ -std=c++17 -O3 -I. -o /tmp/half_bulk_passes
-//       benchmarks/half_bulk_passes.cc cc/core/half_bulk.cc && /tmp/half_bulk_passes
+//       benchmarks/half_bulk_passes.cc cc/core/numeric/half_bulk.cc && /tmp/half_bulk_passes
 // (one command line).
 #include <chrono>
 #include <cstdio>

@@ -35,11 +35,11 @@ except ImportError:  # pragma: no cover - depends on the TensorFlow version
 #: Largest tensor, in bytes, that takes the fast path.
 FAST_PATH_MAX_BYTES = 64 * 1024
 
-# tf dtype enum -> the core's DataType code (cc/core/data_type.h).
+# tf dtype enum -> the core's DataType code (cc/core/base/data_type.h).
 _CORE_DTYPE = {dtype.as_datatype_enum: code
                for code, dtype in enumerate(_library.REDUCIBLE_DTYPES)}
 
-# StatusCode names (cc/core/status.h) -> the error the op would raise.
+# StatusCode names (cc/core/base/status.h) -> the error the op would raise.
 _ERROR_CLASSES = {"invalid_argument": tf.errors.InvalidArgumentError,
                   "failed_precondition": tf.errors.FailedPreconditionError,
                   "internal": tf.errors.InternalError, "aborted": tf.errors.AbortedError}

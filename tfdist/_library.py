@@ -19,7 +19,7 @@ REBUILD_HINT = ("Rebuild tfdist against the TensorFlow you have: from the tfdist
 
 
 #: The dtypes the library reduces, indexed by their code in the C++ core
-#: (DataType in cc/core/data_type.h; bool, code 8, is never reduced).
+#: (DataType in cc/core/base/data_type.h; bool, code 8, is never reduced).
 REDUCIBLE_DTYPES = (tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
                     tf.float64)
 
@@ -96,7 +96,7 @@ def _names(function: Callable[[int], bytes]) -> Tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def status_codes() -> Tuple[str, ...]:
-    """StatusCode names (cc/core/status.h), indexed by value: "ok", "invalid_argument", ..."""
+    """StatusCode names (cc/core/base/status.h), indexed by value: "ok", "invalid_argument", ..."""
     return _names(control().tfdist_status_code_name)
 
 
@@ -108,7 +108,7 @@ def allreduce_algorithms() -> Tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def step_kinds() -> Tuple[str, ...]:
-    """The cost model's kinds of step (cc/core/collectives/step_costs.h StepKind), in the
+    """The cost model's kinds of step (cc/core/tuning/step_costs.h StepKind), in the
     order of the curves in each link class of ``tfdist_network_cost``."""
     return _names(control().tfdist_step_kind_name)
 

@@ -126,7 +126,7 @@ class RuntimeSettings:
     def to_runtime_string(self) -> str:
         """The "key=value;..." form the C++ runtime parses (cc/core/runtime/config.cc)."""
         # Only rank 0 uses the cache directory, and creates it when it writes
-        # (cc/core/runtime/calibration.cc): a rank whose HOME cannot hold it
+        # (cc/core/tuning/calibration.cc): a rank whose HOME cannot hold it
         # must not make init fail, nor make the ranks' settings differ.
         pairs = {
             "algorithm": self.allreduce_algorithm,

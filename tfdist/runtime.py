@@ -173,7 +173,7 @@ def link_cost() -> Dict[str, float]:
 
 
 # Per-rank state (compression residuals and factors), for checkpoints.
-# Codes are cc/core/data_type.h's DataType values.
+# Codes are cc/core/base/data_type.h's DataType values.
 _STATE_DTYPES = ("uint8", "int8", "int32", "int64", "float16", None, "float32", "float64",
                  "bool")
 
@@ -291,7 +291,7 @@ def restore_rank_state(state: Dict[str, np.ndarray]) -> None:
 
 def network_cost_values() -> List[float]:
     """The cost model's step curves as the library's flat array of numbers
-    (cc/core/collectives/network_cost_codec.h), for handing back to native code."""
+    (cc/core/tuning/network_cost_codec.h), for handing back to native code."""
     lib = _library.control()
     needed = lib.tfdist_network_cost(None, 0)
     if needed < 0:

@@ -1,4 +1,4 @@
-"""The intra-host calibration cache (cc/core/runtime/calibration.cc) at np = 2.
+"""The intra-host calibration cache (cc/core/tuning/calibration.cc) at np = 2.
 
 A cached calibration is checked at every init() against a quick measurement
 of the same steps: one taken on a busy machine (here: the real file with
@@ -17,7 +17,7 @@ from typing import Dict, List
 
 from mpi_harness import run_workers
 
-STEP_KINDS = 5  # cc/core/collectives/step_costs.h
+STEP_KINDS = 5  # cc/core/tuning/step_costs.h
 
 
 def seconds_slots(values: List[float]) -> List[int]:

@@ -4,7 +4,7 @@ The reference follows the pairing order of cc/core/collectives/
 adasum_allreduce.cc exactly: with P = p2 + r (p2 the largest power of two
 <= P), ranks 2i and 2i+1 (i < r) are combined first, then the balanced
 binary tree over the p2 results in rank order. Run under mpirun by
-tests/test_adasum.py.
+tests/mpi/test_adasum.py.
 """
 import numpy as np
 import tensorflow as tf

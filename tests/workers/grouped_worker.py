@@ -2,7 +2,7 @@
 
 Rank r's tensors depend on r (and its allgather rows on r), so a member
 landing in another member's output, or rows of the wrong rank, show up.
-Run under mpirun by tests/test_grouped_collectives.py.
+Run under mpirun by tests/mpi/test_grouped_collectives.py.
 """
 import numpy as np
 import tensorflow as tf
