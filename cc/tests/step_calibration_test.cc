@@ -103,9 +103,10 @@ TFDIST_TEST(StepCostsSeeTheEmulatedLink) {
       });
   for (const tfdist::Status& status : statuses) CHECK_OK(status);
   const tfdist::NetworkCost& cost = measured[0];
-  // Never faster than emulated. How close is timing, checked where the code
-  // runs at full speed: under ThreadSanitizer every copy is ~10x slower.
-  const double slack = kUnderThreadSanitizer ? 10.0 : 1.0;
+  // Never faster than emulated: that bound is exact. The upper bound only
+  // catches a link priced grossly wrong, so it leaves room for four threads
+  // sharing two loaded cores, and more where sanitizers slow every copy.
+  const double slack = kUnderThreadSanitizer ? 10.0 : kUnderAddressSanitizer ? 4.0 : 2.0;
   for (StepKind kind : {StepKind::kHop, StepKind::kExchange, StepKind::kRing}) {
     const tfdist::CostCurve& curve = cost.inter.of(kind);
     const double latency = curve.At(8);

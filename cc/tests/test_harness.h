@@ -29,6 +29,14 @@ constexpr bool kUnderThreadSanitizer = true;
 constexpr bool kUnderThreadSanitizer = false;
 #endif
 
+// Built with -fsanitize=address (make sanitize), copies are checked too and
+// timing bounds need room.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAddressSanitizer = true;
+#else
+constexpr bool kUnderAddressSanitizer = false;
+#endif
+
 // `count` in a normal build, about a tenth of it under ThreadSanitizer.
 constexpr size_t LargeTestCount(size_t count) {
   return kUnderThreadSanitizer ? count / 10 + 1 : count;
