@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any, Mapping, Optional
+
+from tfdist.settings_table import BY_NAME as _TABLE
+from tfdist.settings_table import settings as _settings_of
+
+
+def _default(name: str) -> Any:
+    """The table's default for a setting (tfdist/settings_table.py)."""
+    value = _TABLE[name].default
+    return os.path.expanduser(value) if name == "calibration_cache_dir" else value
 
 
 def __getattr__(name: str) -> Any:
@@ -29,47 +37,27 @@ class RuntimeSettings:
     """Everything configurable about the runtime, with the defaults tfdist ships.
 
     Attributes map to environment variables by upper-casing with a TFDIST_
-    prefix, e.g. ``fusion_threshold`` is ``TFDIST_FUSION_THRESHOLD``.
+    prefix, e.g. ``fusion_threshold`` is ``TFDIST_FUSION_THRESHOLD``. Defaults,
+    types and meanings come from tfdist/settings_table.py (docs/reference/settings.md).
     """
 
-    #: Allreduce algorithm when a call names none: auto (cost model) or a fixed one.
-    allreduce_algorithm: str = "auto"
-    #: Bytes of small tensors packed into one fused allreduce; 0 disables fusion.
-    fusion_threshold: int = 64 * 1024 * 1024
-    #: Longest pause, in milliseconds, between negotiation rounds while work waits.
-    cycle_time: float = 1.0
-    #: Tensors remembered by the response cache; 0 disables it.
-    cache_capacity: int = 1024
-    #: Seconds a collective may wait for other ranks before a stall is reported.
-    stall_check_time: float = 60.0
-    #: Seconds after which a stalled job aborts on every rank; 0 waits forever.
-    #: Ten minutes: longer than any legitimate wait of one rank for another
-    #: (an evaluation on rank 0, a checkpoint), short enough that a job that
-    #: can never finish ends with a message instead of hanging.
-    stall_shutdown_time: float = 600.0
-    #: Link latency (s) and inverse bandwidth (s/byte) for the cost model;
-    #: unset (negative) means measured at init and cached per host.
-    latency: float = -1.0
-    seconds_per_byte: float = -1.0
-    #: Seconds to reduce one byte, used with the two above (0: the survey's formulas).
-    reduce_seconds_per_byte: float = 0.0
-    #: Inter-host link latency (s) and inverse bandwidth (s/byte) for the cost
-    #: model; unset (negative) means measured at init between ranks on different hosts.
-    inter_host_latency: float = -1.0
-    inter_host_seconds_per_byte: float = -1.0
-    #: Split the ranks into this many hosts of consecutive ranks; unset: the real hosts.
-    virtual_hosts: Optional[int] = None
-    #: Emulated bandwidth (bytes/s) of every link between hosts; unset: no emulation.
-    emulated_bandwidth: Optional[float] = None
-    #: Emulated latency (s) of every link between hosts, with emulated_bandwidth.
-    emulated_latency: Optional[float] = None
-    #: Where the measured link cost is cached (read and written by rank 0 only, which
-    #: creates it; if it cannot, it warns and measures at every init); empty disables it.
-    calibration_cache_dir: str = str(Path.home() / ".cache" / "tfdist")
-    #: Chrome-trace timeline path (".<rank>" is appended when size > 1).
-    timeline: str = ""
-    #: One stderr line per collective (name, size, algorithm) when true.
-    debug: bool = False
+    allreduce_algorithm: str = _default("allreduce_algorithm")
+    fusion_threshold: int = _default("fusion_threshold")
+    cycle_time: float = _default("cycle_time")
+    cache_capacity: int = _default("cache_capacity")
+    stall_check_time: float = _default("stall_check_time")
+    stall_shutdown_time: float = _default("stall_shutdown_time")
+    latency: float = _default("latency")
+    seconds_per_byte: float = _default("seconds_per_byte")
+    reduce_seconds_per_byte: float = _default("reduce_seconds_per_byte")
+    inter_host_latency: float = _default("inter_host_latency")
+    inter_host_seconds_per_byte: float = _default("inter_host_seconds_per_byte")
+    virtual_hosts: Optional[int] = _default("virtual_hosts")
+    emulated_bandwidth: Optional[float] = _default("emulated_bandwidth")
+    emulated_latency: Optional[float] = _default("emulated_latency")
+    calibration_cache_dir: str = _default("calibration_cache_dir")
+    timeline: str = _default("timeline")
+    debug: bool = _default("debug")
 
     @classmethod
     def from_environment(cls, environ: Optional[Mapping[str, str]] = None,
@@ -80,13 +68,13 @@ class RuntimeSettings:
         for field in dataclasses.fields(cls):
             key = "TFDIST_" + field.name.upper()
             if key in environ and environ[key] != "":
-                values[field.name] = _convert(key, environ[key], field.type)
+                values[field.name] = _convert(key, environ[key], _TABLE[field.name].type)
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError(f"unknown tfdist setting(s): {', '.join(sorted(unknown))}; "
                               "expected keyword arguments among "
                               f"{', '.join(f.name for f in dataclasses.fields(cls))}")
-        values.update({k: _checked_override(k, v, cls.__dataclass_fields__[k].type)
+        values.update({k: _checked_override(k, v, _TABLE[k].type)
                        for k, v in overrides.items() if v is not None})
         settings = cls(**values)
         settings.validate()
@@ -128,26 +116,12 @@ class RuntimeSettings:
         # Only rank 0 uses the cache directory, and creates it when it writes
         # (cc/core/tuning/calibration.cc): a rank whose HOME cannot hold it
         # must not make init fail, nor make the ranks' settings differ.
-        pairs = {
-            "algorithm": self.allreduce_algorithm,
-            "fusion_threshold": self.fusion_threshold,
-            "cycle_time_ms": self.cycle_time,
-            "cache_capacity": self.cache_capacity,
-            "stall_check_seconds": self.stall_check_time,
-            "stall_shutdown_seconds": self.stall_shutdown_time,
-            "latency_seconds": self.latency,
-            "seconds_per_byte": self.seconds_per_byte,
-            "reduce_seconds_per_byte": self.reduce_seconds_per_byte,
-            "inter_host_latency_seconds": self.inter_host_latency,
-            "inter_host_seconds_per_byte": self.inter_host_seconds_per_byte,
-            "calibration_cache_dir": self.calibration_cache_dir,
-            "timeline": self.timeline,
-            "debug_log": int(self.debug),
-        }
-        optional = {"virtual_hosts": self.virtual_hosts,
-                    "emulated_bandwidth": self.emulated_bandwidth,
-                    "emulated_latency": self.emulated_latency}
-        pairs.update({k: v for k, v in optional.items() if v is not None})
+        pairs: dict[str, Any] = {}
+        for setting in _settings_of("runtime"):
+            value = getattr(self, setting.name)
+            # An unset optional setting is left out: the runtime's 0 means off.
+            if value is not None:
+                pairs[setting.cpp_key] = int(value) if isinstance(value, bool) else value
         for key, value in pairs.items():
             if ";" in str(value):
                 raise ConfigError(f"tfdist setting {key} may not contain ';'")
@@ -205,8 +179,8 @@ class LaunchInfo:
     tfdistrun.
     """
 
-    restart: int = 0
-    preempt_file: str = ""
+    restart: int = _default("restart")
+    preempt_file: str = _default("preempt_file")
 
     @classmethod
     def from_environment(cls, environ: Optional[Mapping[str, str]] = None) -> "LaunchInfo":

@@ -1,7 +1,7 @@
 // Waiting for MPI requests without stealing the CPU from TensorFlow.
 //
-// MPI_Wait busy-polls: on a 2-core machine that costs TensorFlow's compute
-// threads about a third of their throughput. We poll with MPI_Test for a
+// MPI_Wait busy-polls: where a rank's TensorFlow threads have few cores, the
+// spinning rank takes a large share of their throughput. We poll with MPI_Test for a
 // budget learned from recent waits of the same kind (polling_budget.h):
 // spinning first, then yielding the core between tests; then we sleep with
 // a growing interval (20 µs doubling to 250 µs, 1 ms once the wait is older

@@ -12,7 +12,7 @@
 // Bytes on the wire per rank: sends and receives m per round, m*log2(p2) in
 // total (+ m for fold partners).
 // Time: T_bfly = log2(p2) * (L + m*G + m*R) (+ 2(L + m*G) + m*R for the
-// fold), with R the seconds per byte reduced (README's table,
+// fold), with R the seconds per byte reduced (docs/algorithms.md's table,
 // cost_model.h): the fewest rounds, so the best for small, latency-bound
 // messages.
 #include "cc/core/collectives/butterfly_allreduce.h"

@@ -19,7 +19,7 @@
 // P != p2). Bytes on the wire per rank: sends m/2 + m/4 + ... = m*(p2-1)/p2
 // in each phase, 2m*(p2-1)/p2 in all (+ m for fold partners).
 // Time: T_rabe = 2L*log2(p2) + 2*m*G*(p2-1)/p2 + (p2-1)/p2 * m*R (+ the
-// fold, as butterfly's), with R the seconds per byte reduced (README's
+// fold, as butterfly's), with R the seconds per byte reduced (docs/algorithms.md's
 // table, cost_model.h): latency like butterfly x2, bandwidth at the lower
 // bound, the best over most of the range.
 #include "cc/core/collectives/rabenseifner_allreduce.h"

@@ -17,7 +17,7 @@
 // Bytes on the wire per rank: sends and receives (P-1)/P * m in each phase,
 // 2m(P-1)/P in all: the bandwidth lower bound.
 // Time: T_ring = 2(P-1) * (L + (m/P)*G) + (P-1)/P * m * max(0, R - G), with
-// R the seconds per byte reduced (README's table, cost_model.h): a segment
+// R the seconds per byte reduced (docs/algorithms.md's table, cost_model.h): a segment
 // is reduced while the next one arrives, so reducing costs only what it is
 // slower than the wire. Best for large m and small P; its latency term grows
 // linearly in P.

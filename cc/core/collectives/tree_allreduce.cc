@@ -11,7 +11,7 @@
 // (the broadcast); a rank with c children also receives c*m and sends c*m;
 // rank 0 receives and sends m * ceil(log2 P).
 // Time: T_tree = 2*ceil(log2 P) * (L + m*G) + ceil(log2 P) * m*R, with R the
-// seconds per byte reduced (README's table, cost_model.h). A baseline:
+// seconds per byte reduced (docs/algorithms.md's table, cost_model.h). A baseline:
 // butterfly does the same work in half the rounds.
 #include "cc/core/collectives/tree_allreduce.h"
 

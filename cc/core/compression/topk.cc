@@ -56,8 +56,8 @@ Status CheckArguments(size_t n, size_t k) {
 
 // The k-th largest key is found with nth_element on a contiguous copy of the
 // keys (an index array with an indirect comparison misses the cache on every
-// comparison once the tensor outgrows it: 4 M elements took 20x as long as
-// 1 M); one pass in index order then takes every key above it and the first
+// comparison once the tensor outgrows it, so its time grows far faster than
+// the tensor); one pass in index order then takes every key above it and the first
 // of the keys equal to it, which is exactly the first k of the strict order
 // and leaves the indices sorted.
 Status TopkSelect(const float* accumulated, size_t n, size_t k, int32_t* indices,

@@ -11,10 +11,9 @@ namespace tfdist {
 // Asks for transparent huge pages on the 2 MiB-aligned part of a large,
 // freshly allocated output. TensorFlow allocates a new output per call; for
 // large tensors glibc maps fresh pages every time, and touching them one
-// 4 KiB page at a time can cost more than MPI's whole allreduce of a
-// 256 MiB tensor (several times the time with huge pages). No effect where
-// THP is disabled,
-// on small buffers, or on pages already present.
+// 4 KiB page at a time can cost more than MPI's whole allreduce of the
+// tensor, several times what the same touches cost on huge pages. No effect
+// where THP is disabled, on small buffers, or on pages already present.
 void AdviseHugePages(void* data, size_t bytes);
 
 // Moves buffers that the other ranks read straight from this process (MPI's

@@ -2,13 +2,13 @@
 // learned from how recent waits of the same kind went.
 //
 // Polling answers within a microsecond but burns the core; sleeping is free
-// but answers 50-100 µs late. Which is right depends on the workload: in a
+// but answers a scheduler wake-up late, tens of µs or more. Which is right depends on the workload: in a
 // tight loop of eager collectives, or inside a collective every rank has
 // entered, the peer answers within the polling limit, and sleeping would
 // double the latency; in training, a rank that reaches a negotiation round
 // first usually waits milliseconds for the others, and polling all that
-// time takes the core from TensorFlow (on 2 cores, MPI's busy wait cost
-// Horovod a third of its throughput). So a wait polls up to the limit while
+// time takes the core from TensorFlow (with few cores, a busy wait like
+// MPI's costs training a large share of its throughput). So a wait polls up to the limit while
 // most recent waits (over 4 in 5) ended within it, and only briefly
 // otherwise. A score, not an average: wait times are heavy-tailed, and one
 // wait of milliseconds must not switch polling off for waits of microseconds.

@@ -6,7 +6,7 @@
 // ones once (CMA, a system call and page pinning per message), and a message
 // that fits the core's cache moves at several times the speed of one that
 // does not. One (latency, seconds per byte) pair fitted at two sizes misses
-// every size between and beyond them by up to 5x; a curve through measured
+// every size between and beyond them by a multiple; a curve through measured
 // points does not.
 #ifndef TFDIST_CORE_TUNING_COST_CURVE_H_
 #define TFDIST_CORE_TUNING_COST_CURVE_H_

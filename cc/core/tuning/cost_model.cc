@@ -234,8 +234,9 @@ AllreduceAlgorithm ChooseFlat(const HostLayout& layout, size_t bytes, const Netw
 // ranks outnumber them.
 constexpr double kSegmentHandoffSeconds = 50e-6;
 // Segments below this gain nothing from overlap that their latency and
-// hand-over do not cost again: at 2x2 on two cores, 4 MiB in 256 KiB
-// segments took twice as long as unsegmented.
+// hand-over do not cost again: each segment pays a hand-over and a
+// latency-bound allreduce across hosts, and with small segments those fixed
+// costs outweigh the overlap.
 constexpr size_t kMinSegmentBytes = size_t{2} << 20;
 constexpr int kMaxSegments = 64;
 

@@ -23,9 +23,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Where a tensor's data starts: TensorFlow aligns tensors to 64 bytes, and a
-// buffer 16 bytes off a 32-byte boundary (malloc's alignment) makes 16 KiB
-// to 256 KiB steps on shared memory 2-3x slower (a butterfly between two
-// ranks of one machine, from an aligned buffer and from one 16 bytes off).
+// buffer 16 bytes off a 32-byte boundary (malloc's alignment) makes
+// mid-sized steps on shared memory markedly slower (the copies and
+// reductions lose their aligned vector loads), so calibrating on such a
+// buffer would price every step too high.
 constexpr size_t kTensorAlignment = 64;
 
 // `count` floats of 1.0, aligned as a tensor's; freed when it goes. Like
@@ -66,8 +67,8 @@ constexpr size_t kRingBufferBytes = size_t{64} << 20;
 // where the link sets the time and a step of 1 MiB takes 8 ms at 1 Gb/s,
 // fewer. The first try at a size starts with one untimed step, which warms
 // the buffers and the transport's paths for that size, as an algorithm's
-// earlier calls have (the first exchange of 64 MiB between two fresh
-// buffers took twice as long as the next).
+// earlier calls have (the first exchange between two fresh buffers also
+// pays their page faults, which no later call does).
 struct Effort {
   int fewest_tries;
   int most_tries;
@@ -139,9 +140,8 @@ struct Series {
 
 std::vector<Series> PlanSeries(const HostLayout& layout, LinkClass link) {
   // Between hosts one distance: the emulated links, like a flat network,
-  // cost the same between any two hosts (4 x 2 hosts: within 5% at
-  // distances 1 and 2), and every curve there costs tens of ms at 1 Gb/s at
-  // every init.
+  // cost the same between any two hosts (each rank has its own modelled
+  // NIC), and every curve there costs tens of ms at 1 Gb/s at every init.
   int distances = 0;
   while ((2 << distances) <= LargestGroup(layout, link)) ++distances;
   if (link == LinkClass::kInterHost) distances = std::min(distances, 1);

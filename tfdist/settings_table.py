@@ -1,0 +1,218 @@
+"""The one table of TFDIST_* settings: name, type, default and meaning.
+
+tfdist/config.py takes its defaults, types and runtime-string keys from here;
+``python scripts/settings_reference.py`` (or ``python -m tfdist.settings_table
+--markdown``) writes docs/reference/settings.md from it; tests/unit/test_settings_table.py checks config.py, the C++ defaults in
+cc/core/runtime/config.h and that page against it. This module imports nothing
+beyond the standard library, so it can be read without TensorFlow or the
+native library.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+#: Where a setting is read: "runtime" (init(), tfdist.config.RuntimeSettings),
+#: "launch" (set by tfdistrun for every rank, tfdist.config.LaunchInfo) or
+#: "tools" (read by scripts/*.sh and tfdist-bench only).
+SCOPES = ("runtime", "launch", "tools")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One TFDIST_* variable.
+
+    ``name`` is the init() keyword argument (runtime settings) or the
+    LaunchInfo attribute; the variable is ``TFDIST_`` + ``name.upper()``.
+    ``default`` is None when the setting is unset by default (the feature is
+    off). Runtime settings also name the key of the "key=value;..." string the
+    C++ runtime parses (``cpp_key``), the RuntimeConfig member it fills
+    (``cpp_member``) and that member's initialiser in config.h
+    (``cpp_default``): the same as ``default`` unless the C++ value differs
+    for a reason given in ``cpp_note``.
+    """
+
+    name: str
+    type: str                    # "str", "int", "float" or "bool"
+    default: Any
+    meaning: str
+    scope: str = "runtime"
+    cpp_key: str = ""
+    cpp_member: str = ""
+    cpp_default: Any = "same"
+    cpp_note: str = ""
+
+    @property
+    def variable(self) -> str:
+        return "TFDIST_" + self.name.upper()
+
+    @property
+    def cpp_expected(self) -> Any:
+        """The value config.h's initialiser must have."""
+        return self.default if self.cpp_default == "same" else self.cpp_default
+
+
+_OFF_IN_CPP = "0 in C++ means off; Python passes the key only when the setting is set"
+
+SETTINGS: Tuple[Setting, ...] = (
+    Setting("allreduce_algorithm", "str", "auto",
+            "Allreduce algorithm when a call names none: `auto` (the cost model chooses "
+            "per call) or one of tree, butterfly, ring, rabenseifner, hierarchical, mpi.",
+            cpp_key="algorithm", cpp_member="default_algorithm"),
+    Setting("fusion_threshold", "int", 64 * 1024 * 1024,
+            "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",
+            cpp_key="fusion_threshold", cpp_member="fusion_threshold_bytes"),
+    Setting("cycle_time", "float", 1.0,
+            "Longest pause, in milliseconds, between negotiation rounds while "
+            "collectives wait.",
+            cpp_key="cycle_time_ms", cpp_member="cycle_time_ms"),
+    Setting("cache_capacity", "int", 1024,
+            "Tensors the response cache remembers; 0 disables it.",
+            cpp_key="cache_capacity", cpp_member="cache_capacity"),
+    Setting("stall_check_time", "float", 60.0,
+            "Seconds a collective may wait for other ranks before a stall is reported "
+            "(then again at doubling intervals).",
+            cpp_key="stall_check_seconds", cpp_member="stall_check_seconds"),
+    Setting("stall_shutdown_time", "float", 600.0,
+            "Seconds after which a stalled job aborts on every rank; 0 waits forever. "
+            "Longer than any legitimate wait of one rank for another (a rank-0 "
+            "evaluation, a checkpoint), short enough that a job that can never finish "
+            "ends with a message instead of hanging.",
+            cpp_key="stall_shutdown_seconds", cpp_member="stall_shutdown_seconds"),
+    Setting("latency", "float", -1.0,
+            "The cost model's link latency L within a host, in seconds; negative: "
+            "measured at init (step curves) and cached per host.",
+            cpp_key="latency_seconds", cpp_member="latency_seconds"),
+    Setting("seconds_per_byte", "float", -1.0,
+            "The cost model's inverse bandwidth G within a host, in seconds per byte; "
+            "negative: measured at init, with `latency`.",
+            cpp_key="seconds_per_byte", cpp_member="seconds_per_byte"),
+    Setting("reduce_seconds_per_byte", "float", 0.0,
+            "Seconds to reduce one byte (R), used with the two above; 0 gives the "
+            "textbook formulas.",
+            cpp_key="reduce_seconds_per_byte", cpp_member="reduce_seconds_per_byte"),
+    Setting("inter_host_latency", "float", -1.0,
+            "The cost model's latency L between hosts, in seconds; negative: measured "
+            "at init between ranks on different hosts (set both inter-host values or "
+            "neither).",
+            cpp_key="inter_host_latency_seconds", cpp_member="inter_host_latency_seconds"),
+    Setting("inter_host_seconds_per_byte", "float", -1.0,
+            "The cost model's inverse bandwidth G between hosts, in seconds per byte; "
+            "negative: measured at init.",
+            cpp_key="inter_host_seconds_per_byte", cpp_member="inter_host_seconds_per_byte"),
+    Setting("virtual_hosts", "int", None,
+            "Split the ranks into this many hosts of consecutive ranks (must divide "
+            "the number of ranks); unset: the real hosts.",
+            cpp_key="virtual_hosts", cpp_member="virtual_hosts", cpp_default=0,
+            cpp_note=_OFF_IN_CPP),
+    Setting("emulated_bandwidth", "float", None,
+            "Emulate every link between hosts at this many bytes per second (> 0); "
+            "unset: no emulation.",
+            cpp_key="emulated_bandwidth", cpp_member="emulated_bandwidth", cpp_default=0.0,
+            cpp_note=_OFF_IN_CPP),
+    Setting("emulated_latency", "float", None,
+            "Latency in seconds (>= 0) of every emulated link between hosts; needs "
+            "`emulated_bandwidth`.",
+            cpp_key="emulated_latency", cpp_member="emulated_latency", cpp_default=0.0,
+            cpp_note=_OFF_IN_CPP),
+    Setting("calibration_cache_dir", "str", "~/.cache/tfdist",
+            "Where rank 0 keeps the measured link cost (per host pair and machine "
+            "layout; measured again when a quick check at init finds it 1.5x too "
+            "slow); empty disables the cache. If rank 0 cannot create it, it warns and "
+            "measures at every init.",
+            cpp_key="calibration_cache_dir", cpp_member="calibration_cache_dir",
+            cpp_default="",
+            cpp_note="empty in C++ so that C++ unit tests never cache; Python always "
+                     "passes the path"),
+    Setting("timeline", "str", "",
+            "Write a Chrome trace (open it in Perfetto) to this path; `.<rank>` is "
+            "appended when there is more than one rank.",
+            cpp_key="timeline", cpp_member="timeline_path"),
+    Setting("debug", "bool", False,
+            "One stderr line per collective (name, size, algorithm).",
+            cpp_key="debug_log", cpp_member="debug_log"),
+    Setting("restart", "int", 0,
+            "Set by tfdistrun --restarts: 0 on the job's first run, n on its n-th "
+            "restart.", scope="launch"),
+    Setting("preempt_file", "str", "",
+            "Set by tfdistrun: the file it creates when asked to stop (SIGTERM); empty "
+            "when not launched by tfdistrun.", scope="launch"),
+    Setting("venv", "str", ".venv",
+            "The virtualenv scripts/env.sh and scripts/setup.sh use, absolute or "
+            "relative to the repository.", scope="tools"),
+    Setting("source", "str", "",
+            "tfdist's repository root for `tfdist-bench` (the folder that holds "
+            "benchmarks/); empty: the installed tree, then the current directory and "
+            "its parents.", scope="tools"),
+)
+
+BY_NAME: Dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def settings(scope: str) -> List[Setting]:
+    """The settings of one scope, in table order."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown settings scope {scope!r}: expected one of {SCOPES}")
+    return [s for s in SETTINGS if s.scope == scope]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "`1`" if value else "`0`"
+    if value == "":
+        return "empty"
+    return f"`{value}`"
+
+
+_HEADINGS = {
+    "runtime": ("Runtime settings",
+                "Read once, from the environment, at `init()`; a keyword argument of "
+                "`init()` with the name in the first column wins "
+                "(`init(fusion_threshold=0)`). An empty variable counts as unset. "
+                "The algorithm, fusion, cache and link-cost settings decide which "
+                "collectives run, so every rank must use the same values: `init()` "
+                "compares them and, if they differ, raises `InitError` on every rank "
+                "naming the setting, the rank and both values. Booleans accept "
+                "1/true/yes/on and 0/false/no/off."),
+    "launch": ("Set by the launcher",
+               "`tfdistrun` sets these for every rank; read them with "
+               "`tfdist.config.LaunchInfo.from_environment()`."),
+    "tools": ("Read by the scripts and tfdist-bench",
+              "Only scripts/*.sh and `tfdist-bench` read these; the library does not."),
+}
+
+
+def markdown() -> str:
+    """docs/reference/settings.md."""
+    lines = ["# Settings", "",
+             "<!-- Generated from tfdist/settings_table.py by "
+             "`python scripts/settings_reference.py`; do not edit. -->", "",
+             "Every `TFDIST_*` environment variable tfdist reads. All have working "
+             "defaults.", ""]
+    for scope in SCOPES:
+        title, intro = _HEADINGS[scope]
+        lines += [f"## {title}", "", intro, "",
+                  "| variable | name | type | default | meaning |",
+                  "|---|---|---|---|---|"]
+        for s in settings(scope):
+            lines.append(f"| `{s.variable}` | `{s.name}` | {s.type} | {_cell(s.default)} "
+                         f"| {s.meaning} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["--markdown"]:
+        print("usage: python -m tfdist.settings_table --markdown > docs/reference/settings.md",
+              file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
