@@ -26,7 +26,7 @@ import numpy as np
 from benchmarks import _results
 
 # Environment variables that choose the link the allreduce crosses: emulated
-# hosts (README, "Emulated hosts") or Open MPI's transport.
+# hosts (docs/launching.md, "Several hosts on one machine") or Open MPI's transport.
 LINK_SETTINGS = ("TFDIST_VIRTUAL_HOSTS", "TFDIST_EMULATED_BANDWIDTH", "TFDIST_EMULATED_LATENCY",
                  "OMPI_MCA_btl", "OMPI_MCA_pml")
 
