@@ -9,13 +9,15 @@ from tfdist import gradients as _gradients  # noqa: F401  (registers the gradien
 from tfdist.config import ConfigError, RuntimeSettings
 from tfdist.functions import allgather_object, broadcast_object, broadcast_variables, join
 from tfdist.ops import (Adasum, Average, Max, Min, Product, ReduceOp, Sum, allgather,
-                        allreduce, alltoall, barrier, broadcast, grouped_allgather,
-                        grouped_allreduce, grouped_reducescatter, local_rank_op,
-                        local_size_op, rank_op, reducescatter, size_op)
+                        alltoall, barrier, broadcast, grouped_allgather,
+                        grouped_reducescatter, local_rank_op, local_size_op, rank_op,
+                        reducescatter, size_op)
+from tfdist.collectives import allreduce, grouped_allreduce
+from tfdist.compression import Compression
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
                             cross_size, init, is_initialized, link_cost, local_rank,
                             local_size, rank, shutdown, size, stats)
-from tfdist.gradient_tape import (Compression, DistributedGradientTape,  # noqa: F401
+from tfdist.gradient_tape import (DistributedGradientTape,  # noqa: F401
                                   PartialDistributedGradientTape, default_num_groups)
 from tfdist.local_variables import is_local as is_local_variable
 from tfdist import checkpoint  # noqa: E402  (tfdist.checkpoint.save/restore after import tfdist)
