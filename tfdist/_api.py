@@ -4,6 +4,7 @@ Importing this module loads TensorFlow and tfdist's native library, and
 fails, saying how to rebuild, when the library is missing or was built for
 another TensorFlow.
 """
+from tfdist import __all__  # noqa: F401  (tfdist/__init__ lists what this module provides)
 from tfdist import _library
 from tfdist import gradients as _gradients  # noqa: F401  (registers the gradients)
 from tfdist.config import ConfigError, RuntimeSettings
@@ -13,7 +14,7 @@ from tfdist.ops import (Adasum, Average, Max, Min, Product, ReduceOp, Sum, allga
                         grouped_reducescatter, local_rank_op, local_size_op, rank_op,
                         reducescatter, size_op)
 from tfdist.collectives import allreduce, grouped_allreduce
-from tfdist.compression import Compression
+from tfdist.compression import Compression  # noqa: F401
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
                             cross_size, init, is_initialized, link_cost, local_rank,
                             local_size, rank, shutdown, size, stats)
