@@ -115,7 +115,7 @@ def dense_gradient_bytes(model) -> int:
 
 def wire_bytes_per_step(compressor, gradient_bytes: int, size: int) -> int:
     """What this rank sends per step, by the algorithms' formulas (module docstring)."""
-    from tfdist.sparse_compression import dense_wire_bytes
+    from tfdist.compression.stateful import dense_wire_bytes
     if hasattr(compressor, "wire_bytes"):
         return compressor.wire_bytes()
     factor = 0.5 if compressor.name in ("fp16", "bf16") else 1.0

@@ -3,22 +3,19 @@
     import tfdist
     tfdist.init()
     total = tfdist.allreduce(tf.ones(3) * tfdist.rank(), op=tfdist.Sum)
+
+The API (tfdist/_api.py: TensorFlow, the native library, the ops' gradients)
+is loaded the first time one of its names is used (PEP 562), so that
+``import tfdist.checkpoint.file_format`` and the launcher's imports of
+tfdist.config stay free of TensorFlow. That first use fails, saying how to
+rebuild, when the native library is missing or was built for another
+TensorFlow; ``import tfdist.keras`` uses the API at once, so it fails at
+import.
 """
-from tfdist import _library
-from tfdist import gradients as _gradients  # noqa: F401  (registers the gradients)
-from tfdist.config import ConfigError, RuntimeSettings
-from tfdist.functions import allgather_object, broadcast_object, broadcast_variables, join
-from tfdist.ops import (Adasum, Average, Max, Min, Product, ReduceOp, Sum, allgather,
-                        allreduce, alltoall, barrier, broadcast, grouped_allgather,
-                        grouped_allreduce, grouped_reducescatter, local_rank_op,
-                        local_size_op, rank_op, reducescatter, size_op)
-from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
-                            cross_size, init, is_initialized, link_cost, local_rank,
-                            local_size, rank, shutdown, size, stats)
-from tfdist.gradient_tape import (Compression, DistributedGradientTape,  # noqa: F401
-                                  PartialDistributedGradientTape, default_num_groups)
-from tfdist.local_variables import is_local as is_local_variable
-from tfdist import checkpoint  # noqa: E402  (tfdist.checkpoint.save/restore after import tfdist)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -33,7 +30,20 @@ __all__ = [
     "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
     "stats",
 ]
+# Public beyond __all__ (not re-exported by ``from tfdist import *``).
+_ALSO_PUBLIC = ("Compression", "DistributedGradientTape", "checkpoint")
 
-# Fail at import, with a message that says how to rebuild, when the native
-# library is missing or was built for another TensorFlow.
-_library.ops()
+
+def _load_api() -> None:
+    """Imports tfdist/_api.py and copies its public names here."""
+    api = importlib.import_module("tfdist._api")
+    globals().update({name: getattr(api, name) for name in (*__all__, *_ALSO_PUBLIC)})
+
+
+def __getattr__(name: str) -> Any:
+    # Other names (submodules among them: ``from tfdist import ops`` asks
+    # here first) must not load the API.
+    if name not in __all__ and name not in _ALSO_PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load_api()
+    return globals()[name]

@@ -10,11 +10,7 @@ import numbers
 import os
 from typing import Any, Collection, Optional
 
-#: The compressions that can be given by name, as ``compression=`` accepts them.
-COMPRESSION_NAMES = ("none", "fp16", "bf16", "topk", "powersgd")
-_COMPRESSION_HELP = ("a tfdist.Compression compressor (Compression.none, .fp16, .bf16, "
-                     ".topk(ratio), .powersgd(rank)) or one of the names "
-                     + ", ".join(repr(n) for n in COMPRESSION_NAMES))
+from tfdist._reduce_ops import ReduceOp
 
 
 def _shown(value: Any) -> str:
@@ -89,8 +85,6 @@ def rank(value: Any, argument: str, size: int) -> int:
 
 def reduce_op(value: Any, argument: str = "op", allowed: Optional[Collection[Any]] = None):
     """``value`` as a tfdist.ReduceOp (Sum, Average, Min, Max, Product), one of ``allowed``."""
-    from tfdist.ops import ReduceOp
-
     choices = list(ReduceOp) if allowed is None else [ReduceOp(a) for a in allowed]
     expected = ", ".join(f"tfdist.{c.name.capitalize()}" for c in choices)
     op = None
@@ -108,26 +102,3 @@ def reduce_op(value: Any, argument: str = "op", allowed: Optional[Collection[Any
         raise ValueError(f"{argument}=tfdist.{op.name.capitalize()} is not accepted here; "
                          f"expected one of {expected}")
     return op
-
-
-def compressor(value: Any, argument: str = "compression"):
-    """``value`` as a tfdist.Compression compressor; None is Compression.none, and the
-    names in COMPRESSION_NAMES are accepted too ("topk" only with a ratio)."""
-    from tfdist.compression import Compression, Compressor
-
-    if isinstance(value, Compressor):
-        return value
-    if value is None:
-        return Compression.none
-    if isinstance(value, str):
-        key = value.lower()
-        if key in ("none", "fp16", "bf16"):
-            return getattr(Compression, key)
-        if key == "powersgd":
-            return Compression.powersgd()
-        if key == "topk":
-            raise ValueError(f"{argument}='topk' needs the share of entries to send: "
-                             "use tfdist.Compression.topk(ratio), e.g. topk(0.01)")
-        raise ValueError(f"{argument}={value!r}: unknown compression; expected "
-                         f"{_COMPRESSION_HELP}")
-    raise TypeError(f"{argument}={_shown(value)}: expected {_COMPRESSION_HELP}")

@@ -9,6 +9,7 @@ import dataclasses
 import os
 from typing import Any, Mapping, Optional
 
+from tfdist import _library
 from tfdist.settings_table import BY_NAME as _TABLE
 from tfdist.settings_table import settings as _settings_of
 
@@ -21,9 +22,8 @@ def _default(name: str) -> Any:
 
 def __getattr__(name: str) -> Any:
     # ALGORITHMS, the allreduce algorithm names indexed by value, comes from
-    # the native library (only when asked for: this module needs no library).
+    # the native library, loaded only when asked for.
     if name == "ALGORITHMS":
-        from tfdist import _library
         return _library.allreduce_algorithms()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -82,7 +82,6 @@ class RuntimeSettings:
 
     def validate(self) -> None:
         """Raises ConfigError naming the first setting that cannot work."""
-        from tfdist import _library
         algorithms = _library.allreduce_algorithms()
         if self.allreduce_algorithm not in algorithms:
             raise ConfigError(f"TFDIST_ALLREDUCE_ALGORITHM={self.allreduce_algorithm!r}: "

@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Sequence
 import tensorflow as tf
 
 from tfdist import _arguments, ops, runtime
-from tfdist.compression import Compression, Compressor
+from tfdist.compression import Compression, Compressor, as_compressor
 from tfdist.local_variables import LocalVariables
 
 
@@ -242,7 +242,7 @@ class DistributedGradientTape:
             raise TypeError("tape must be a tf.GradientTape (used as `with tf.GradientTape() "
                             f"as tape:`), got {type(tape).__name__}")
         op = _arguments.reduce_op(op, "op")
-        compression = _arguments.compressor(compression)
+        compression = as_compressor(compression)
         _arguments.boolean(sparse_as_dense, "sparse_as_dense")
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")

@@ -21,10 +21,10 @@ def _allreduce_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     if reduce_op not in (ops.Sum, ops.Average):
         raise NotImplementedError(
             f"tfdist.allreduce with op={reduce_op.name} has no gradient; use Sum or Average")
-    return ops.wire_allreduce(grad, op=reduce_op, name=_derived_name(op, "grad"),
-                              prescale_factor=float(op.get_attr("prescale_factor")),
-                              postscale_factor=float(op.get_attr("postscale_factor")),
-                              wire_code=op.get_attr("compression"))
+    return ops.allreduce_with_cast(grad, op=reduce_op, name=_derived_name(op, "grad"),
+                                   prescale_factor=float(op.get_attr("prescale_factor")),
+                                   postscale_factor=float(op.get_attr("postscale_factor")),
+                                   cast_code=op.get_attr("compression"))
 
 
 @tf.RegisterGradient("TfdistAllgather")
@@ -57,10 +57,10 @@ def _grouped_allreduce_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
             f"tfdist.grouped_allreduce with op={reduce_op.name} has no gradient; "
             "use Sum or Average")
     grads = [tf.zeros_like(x) if g is None else g for g, x in zip(grads, op.inputs)]
-    return ops.wire_grouped_allreduce(grads, op=reduce_op, name=_derived_name(op, "grad"),
-                                      prescale_factor=float(op.get_attr("prescale_factor")),
-                                      postscale_factor=float(op.get_attr("postscale_factor")),
-                                      wire_code=op.get_attr("compression"))
+    return ops.grouped_allreduce_with_cast(grads, op=reduce_op, name=_derived_name(op, "grad"),
+                                           prescale_factor=float(op.get_attr("prescale_factor")),
+                                           postscale_factor=float(op.get_attr("postscale_factor")),
+                                           cast_code=op.get_attr("compression"))
 
 
 def _rows_start(op: tf.Operation, index: int, name):

@@ -8,7 +8,6 @@ ops a per-process sequence number.
 """
 from __future__ import annotations
 
-import enum
 import functools
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -16,26 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdist import _arguments, _eager, _library, runtime
-
-
-class ReduceOp(enum.IntEnum):
-    """How allreduce combines the ranks' tensors."""
-
-    SUM = 0
-    MIN = 1
-    MAX = 2
-    PRODUCT = 3
-    AVERAGE = 4
-    #: Adaptive summation of floating-point gradients (allreduce only; docs/adasum.md).
-    ADASUM = 5
-
-
-Sum = ReduceOp.SUM
-Min = ReduceOp.MIN
-Max = ReduceOp.MAX
-Product = ReduceOp.PRODUCT
-Average = ReduceOp.AVERAGE
-Adasum = ReduceOp.ADASUM
+from tfdist._reduce_ops import Adasum, Average, Max, Min, Product, ReduceOp, Sum  # noqa: F401
 
 _REDUCE_OPS = frozenset(ReduceOp)
 # The values are the library's ReduceOp codes, Average (Sum then 1/size) and
@@ -132,25 +112,9 @@ def _check_adasum_algorithm(op: ReduceOp, algorithm: Optional[str]) -> None:
                          "Adasum is its own algorithm; leave algorithm=None")
 
 
-def check_compression(compression: Any, op: ReduceOp,
-                      algorithm: Optional[str] = None) -> None:
-    """Raises a TypeError/ValueError naming ``compression`` when it cannot apply."""
-    from tfdist.compression import Compressor  # compression imports this module
-
-    if not isinstance(compression, Compressor):
-        raise TypeError("compression must be a tfdist.Compression compressor (e.g. "
-                        f"Compression.fp16), got {compression!r}")
-    if ReduceOp(op) not in (Sum, Average):
-        raise ValueError(f"compression={compression!r} needs op=Sum or op=Average; "
-                         f"got op={ReduceOp(op).name}")
-    if algorithm is not None:
-        raise ValueError(f"compression={compression!r} cannot be combined with "
-                         f"algorithm={algorithm!r}; leave algorithm=None")
-
-
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              algorithm: Optional[str] = None, compression: Any = None) -> tf.Tensor:
+              algorithm: Optional[str] = None) -> tf.Tensor:
     """Combines ``tensor`` across all ranks; every rank gets the result.
 
     ``op`` is one of Sum, Average (default), Min, Max, Product, or Adasum
@@ -161,42 +125,37 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
     "hierarchical" (two levels, for ranks on several hosts) or "mpi"
     (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
-    cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
-    Sum or Average only; or its name, "fp16") changes what crosses the wire;
-    ``name`` keys the per-tensor state of compressors that keep some.
+    cost model ("auto"). ``tfdist.allreduce`` adds ``compression=``
+    (tfdist/collectives.py).
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
     _check_adasum_algorithm(op, algorithm)
-    if compression is not None:
-        compression = _arguments.compressor(compression)
-        check_compression(compression, op, algorithm)
-        return compression.allreduce([tensor], [name or ""], op=ReduceOp(op),
-                                     prescale_factor=prescale_factor,
-                                     postscale_factor=postscale_factor)[0]
-    return wire_allreduce(tensor, op, name, prescale_factor, postscale_factor, algorithm)
+    return allreduce_with_cast(tensor, op, name, prescale_factor, postscale_factor, algorithm)
 
 
-def wire_allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
-                   prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                   algorithm: Optional[str] = None, wire_code: int = 0) -> tf.Tensor:
-    """``allreduce`` with the runtime's wire compression code (0 none, 1 fp16, 2 bf16).
+def allreduce_with_cast(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
+                        prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                        algorithm: Optional[str] = None, cast_code: int = 0) -> tf.Tensor:
+    """``allreduce``, unchecked, with the 16-bit float the runtime rounds floating tensors
+    to while it packs them (``cast_code``: 0 none, 1 fp16, 2 bf16; the op's
+    ``compression`` attribute).
 
-    The building block of the dense compressors (tfdist.compression); use
-    ``allreduce(..., compression=...)`` instead.
+    The building block of the fp16/bf16 compressors (tfdist.compression.casts)
+    and of the gradients; use ``tfdist.allreduce(..., compression=...)`` instead.
     """
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     # The common case; anything else is checked and reported below. IntEnum
     # members hash as their ints, so plain codes are found in the set too.
-    if algorithm is None and not wire_code and isinstance(op, int) and op in _REDUCE_OPS:
+    if algorithm is None and not cast_code and isinstance(op, int) and op in _REDUCE_OPS:
         output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
         if output is not None:
             return output
     _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
-        tensor, algorithm=_algorithm_attr(algorithm), compression=int(wire_code),
+        tensor, algorithm=_algorithm_attr(algorithm), compression=int(cast_code),
         name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
         **_naming(name))
     _independent(output)
@@ -206,15 +165,14 @@ def wire_allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str
 def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                       name: Optional[str] = None, prescale_factor: float = 1.0,
                       postscale_factor: float = 1.0,
-                      algorithm: Optional[str] = None,
-                      compression: Any = None) -> List[tf.Tensor]:
+                      algorithm: Optional[str] = None) -> List[tf.Tensor]:
     """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
 
     The tensors are handed to the runtime together, so they are negotiated in
     the same round and fused where possible, and the op completes when all of
     them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
-    tensor may have its own dtype and shape. ``compression`` as in
-    ``allreduce``; tensor i's per-tensor state is keyed ``"<name>.<i>"``.
+    tensor may have its own dtype and shape. ``tfdist.grouped_allreduce``
+    adds ``compression=`` (tfdist/collectives.py).
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
@@ -225,31 +183,22 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
         _arguments.name(algorithm, "algorithm")
     _check_adasum_algorithm(op, algorithm)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    if compression is not None:
-        compression = _arguments.compressor(compression)
-        check_compression(compression, op, algorithm)
-        if not tensors:
-            return []
-        return compression.allreduce(
-            tensors, [f"{name}.{i}" if name else "" for i in range(len(tensors))],
-            op=ReduceOp(op), prescale_factor=prescale_factor,
-            postscale_factor=postscale_factor, group_name=name or "")
-    return wire_grouped_allreduce(tensors, op, name, prescale_factor, postscale_factor,
-                                  algorithm)
+    return grouped_allreduce_with_cast(tensors, op, name, prescale_factor, postscale_factor,
+                                       algorithm)
 
 
-def wire_grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
-                           name: Optional[str] = None, prescale_factor: float = 1.0,
-                           postscale_factor: float = 1.0, algorithm: Optional[str] = None,
-                           wire_code: int = 0) -> List[tf.Tensor]:
-    """``grouped_allreduce`` with the runtime's wire compression code (see wire_allreduce)."""
+def grouped_allreduce_with_cast(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
+                                name: Optional[str] = None, prescale_factor: float = 1.0,
+                                postscale_factor: float = 1.0, algorithm: Optional[str] = None,
+                                cast_code: int = 0) -> List[tf.Tensor]:
+    """``grouped_allreduce``, unchecked, with ``cast_code`` (see allreduce_with_cast)."""
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     for tensor in tensors:
         _check_reducible(tensor, "grouped_allreduce")
     outputs = list(_library.ops().tfdist_grouped_allreduce(
-        tensors, algorithm=_algorithm_attr(algorithm), compression=int(wire_code),
+        tensors, algorithm=_algorithm_attr(algorithm), compression=int(cast_code),
         name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
         **_naming(name)))
     _independent(*outputs)

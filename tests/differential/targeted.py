@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from tfdist import sparse_compression
+from tfdist.compression import stateful
 import compressors
 import reference as ref
 from cases import DISAGREEMENTS
@@ -165,7 +165,7 @@ def float64_warns_once(rank: int, size: int) -> Optional[str]:
     there, saying so in one UserWarning per process; PowerSGD's uncompressed float64
     tensors stay float64 and do not warn."""
     tfdist.runtime.restore_rank_state({})
-    sparse_compression._warn_once.cache_clear()  # earlier cases have warned already
+    stateful.warn_once.cache_clear()  # earlier cases have warned already
     fine = 1.0 + 2.0 ** -30  # float32 rounds it to 1.0
     x = np.array([fine, 2.0 + rank, 0.5 * rank, -3.0])
     results: List[np.ndarray] = []
@@ -212,7 +212,7 @@ def sparse_gradient_uncompressed(rank: int, size: int) -> Optional[str]:
     """An IndexedSlices gradient under top-k or PowerSGD is allgathered as it is (one
     UserWarning per process says so): every rank's rows and indices, in rank order."""
     from tfdist.gradient_tape import allreduce_gradients
-    sparse_compression._warn_once.cache_clear()
+    stateful.warn_once.cache_clear()
     rows = lambda r: np.random.default_rng([3, r]).standard_normal((20, 4)).astype(np.float32)
     index = lambda r: (np.arange(20, dtype=np.int64) * (r + 3)) % 50
     for comp in (tfdist.Compression.topk(0.01), tfdist.Compression.powersgd(1)):

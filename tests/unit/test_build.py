@@ -62,7 +62,9 @@ def test_import_with_another_tensorflow_says_how_to_rebuild(tmp_path):
     info["tensorflow_version"] = "2.0.0"
     info_path.write_text(json.dumps(info))
     env = dict(os.environ, PYTHONPATH=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", "import tfdist"], capture_output=True,
+    # The API loads, and checks the build, on first use (tfdist/__init__.py).
+    result = subprocess.run([sys.executable, "-c", "import tfdist; tfdist.init"],
+                            capture_output=True,
                             text=True, env=env, timeout=120, cwd=str(tmp_path))
     assert result.returncode != 0
     assert "built against TensorFlow 2.0.0" in result.stderr, result.stderr[-2000:]

@@ -19,7 +19,8 @@ import tensorflow as tf
 import tfdist
 from tfdist import runtime
 from tfdist.gradient_tape import allreduce_gradients
-from tfdist.sparse_compression import dense_wire_bytes, topk_count
+from tfdist.compression.stateful import dense_wire_bytes
+from tfdist.compression.topk import topk_count
 from mpi_harness import Checks, worker_main
 
 

@@ -18,7 +18,7 @@ import tfdist
 import tfdist.keras as hvd
 from tfdist import runtime
 from tfdist.gradient_tape import gradient_names
-from tfdist.sparse_compression import topk_count
+from tfdist.compression.topk import topk_count
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, make_model,
                           rank_data, reference_sgd)
 from mpi_harness import Checks, worker_main
@@ -195,7 +195,7 @@ def check_topk_dense_switch():
     tensors = [np.random.RandomState(r).normal(0, 1, n).astype("float32") for r in range(size)]
     out = compressor.allreduce([tf.constant(tensors[rank])], ["dense"], op=tfdist.Average)[0]
     np.testing.assert_allclose(out.numpy(), np.mean(tensors, axis=0), rtol=1e-5, atol=1e-6)
-    assert compressor.wire_bytes() == compressor.wire.dense_by_call["dense"]
+    assert compressor.wire_bytes() == compressor.sent.dense_by_call["dense"]
 
 
 def check_error_feedback(steps=400):

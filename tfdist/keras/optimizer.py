@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from tfdist import _arguments, ops
-from tfdist.compression import Compression, Compressor
+from tfdist.compression import Compression, Compressor, as_compressor
 from tfdist.gradient_tape import allreduce_shared_gradients, validate_reduction
 from tfdist.local_variables import LocalVariables
 
@@ -313,7 +313,7 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
                         f"keras.optimizers.Adam(1e-3)), got {type(optimizer).__name__}")
     _arguments.name(name)
     settings = DistributedSettings(
-        compression=_arguments.compressor(compression),
+        compression=as_compressor(compression),
         op=_arguments.reduce_op(op, "op", allowed=(ops.Average, ops.Sum, ops.Adasum)),
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients,

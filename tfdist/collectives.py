@@ -1,0 +1,81 @@
+"""``tfdist.allreduce`` and ``tfdist.grouped_allreduce``: the ops, plus ``compression=``.
+
+Above both tfdist.ops (which only wraps the TensorFlow ops) and
+tfdist.compression (whose compressors are built from those ops): without
+``compression`` a call is the op's; with one, the compressor decides how the
+tensors cross the ranks (``Compressor.allreduce``).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfdist import _arguments, compression as _compression, ops
+from tfdist.ops import Average, ReduceOp
+
+
+def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
+              prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+              algorithm: Optional[str] = None, compression: Any = None) -> tf.Tensor:
+    """Combines ``tensor`` across all ranks; every rank gets the result.
+
+    ``op`` is one of Sum, Average (default), Min, Max, Product, or Adasum
+    (floating tensors only: adaptive summation, docs/adasum.md). The input is
+    multiplied by ``prescale_factor`` before and the result by
+    ``postscale_factor`` after the reduction, in double precision; integer
+    results are rounded to nearest. float16/bfloat16 are accumulated in
+    float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
+    "hierarchical" (two levels, for ranks on several hosts) or "mpi"
+    (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
+    cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
+    Sum or Average only; or its name, "fp16") changes what crosses the network;
+    ``name`` keys the per-tensor state of compressors that keep some.
+    """
+    if compression is None:
+        return ops.allreduce(tensor, op, name, prescale_factor, postscale_factor, algorithm)
+    op = ops._checked(op, name, prescale_factor, postscale_factor)
+    if algorithm is not None and type(algorithm) is not str:
+        _arguments.name(algorithm, "algorithm")
+    ops._check_adasum_algorithm(op, algorithm)
+    compressor = _compression.as_compressor(compression)
+    _compression.check_compression(compressor, op, algorithm)
+    return compressor.allreduce([tensor], [name or ""], op=ReduceOp(op),
+                                prescale_factor=prescale_factor,
+                                postscale_factor=postscale_factor)[0]
+
+
+def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
+                      name: Optional[str] = None, prescale_factor: float = 1.0,
+                      postscale_factor: float = 1.0,
+                      algorithm: Optional[str] = None,
+                      compression: Any = None) -> List[tf.Tensor]:
+    """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
+
+    The tensors are handed to the runtime together, so they are negotiated in
+    the same round and fused where possible, and the op completes when all of
+    them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
+    tensor may have its own dtype and shape. ``compression`` as in
+    ``allreduce``; tensor i's per-tensor state is keyed ``"<name>.<i>"``.
+    """
+    if compression is None:
+        return ops.grouped_allreduce(tensors, op, name, prescale_factor, postscale_factor,
+                                     algorithm)
+    op = ops._checked(op, name, prescale_factor, postscale_factor)
+    if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
+            tensors, "__iter__"):
+        raise TypeError("tensors must be a list or tuple of tensors, got "
+                        f"{type(tensors).__name__}; for one tensor use tfdist.allreduce")
+    if algorithm is not None and type(algorithm) is not str:
+        _arguments.name(algorithm, "algorithm")
+    ops._check_adasum_algorithm(op, algorithm)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    compressor = _compression.as_compressor(compression)
+    _compression.check_compression(compressor, op, algorithm)
+    if not tensors:
+        return []
+    return compressor.allreduce(
+        tensors, [f"{name}.{i}" if name else "" for i in range(len(tensors))],
+        op=ReduceOp(op), prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor, group_name=name or "")
