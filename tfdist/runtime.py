@@ -61,13 +61,23 @@ def shutdown() -> None:
         _library.control().tfdist_shutdown(None)
 
 
+#: How long a rank that saw a peer fail waits for MPI_Finalize before it
+#: exits with code 1 (docs/runtime.md, "When a peer exits or dies").
+_FINALIZE_AFTER_FAILURE_SECONDS = 20.0
+
+
 def _shutdown_at_exit() -> None:
     # The process is ending without shutdown(): the other ranks' waiting
     # collectives fail with this, so it must say what happened here. The
     # interpreter records an uncaught exception before it runs atexit
     # handlers; a SystemExit's code it does not keep, but the launcher
     # reports every rank's exit code.
-    if not _library.LIBRARY_PATH.exists() or not is_initialized():
+    if not _library.LIBRARY_PATH.exists():
+        return
+    # After a peer failed (ULFM), MPI_Finalize, which mpi4py runs after this
+    # handler, can wait for good for the dead process: bound it.
+    _library.control().tfdist_guard_exit(_FINALIZE_AFTER_FAILURE_SECONDS)
+    if not is_initialized():
         return
     error = getattr(sys, "last_value", None)
     if error is not None:

@@ -1,5 +1,7 @@
 #include "cc/mpi/mpi_error.h"
 
+#include <atomic>
+
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's extensions: ULFM's MPIX_* when it was built with them
 #endif
@@ -7,6 +9,8 @@
 namespace tfdist {
 
 namespace {
+
+std::atomic<bool> peer_failure_seen{false};
 
 std::string ErrorString(int code) {
   char text[MPI_MAX_ERROR_STRING] = {0};
@@ -86,6 +90,7 @@ Status MpiError(int code, const char* call, const std::string& during, MPI_Comm 
   std::string message =
       "tfdist: " + std::string(call) + " failed during " + during + ": " + MpiErrorText(code);
   if (IsProcessFailure(code)) {
+    peer_failure_seen.store(true, std::memory_order_relaxed);
     const std::vector<int> failed = FailedRanks(comm);
     if (!failed.empty()) {
       message += failed.size() == 1 ? "; rank " : "; ranks ";
@@ -97,5 +102,7 @@ Status MpiError(int code, const char* call, const std::string& during, MPI_Comm 
   }
   return Status::Internal(message);
 }
+
+bool PeerFailureSeen() { return peer_failure_seen.load(std::memory_order_relaxed); }
 
 }  // namespace tfdist

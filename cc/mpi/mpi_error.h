@@ -36,6 +36,10 @@ bool IsProcessFailure(int code);
 // none are known or the MPI cannot say.
 std::vector<int> FailedRanks(MPI_Comm comm);
 
+// Whether any MPI call of this process has reported a failed peer
+// (MPI_ERR_PROC_FAILED or MPI_ERR_REVOKED, through MpiError).
+bool PeerFailureSeen();
+
 }  // namespace tfdist
 
 #endif  // TFDIST_MPI_MPI_ERROR_H_

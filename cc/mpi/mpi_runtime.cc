@@ -1,5 +1,9 @@
 #include "cc/mpi/mpi_runtime.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -8,6 +12,7 @@
 #include "cc/core/transport/emulated_link_transport.h"
 #include "cc/mpi/mpi_allreduce.h"
 #include "cc/mpi/mpi_control_plane.h"
+#include "cc/mpi/mpi_error.h"
 #include "cc/mpi/mpi_transport.h"
 #include "cc/core/control/transport_control_plane.h"
 #include "cc/mpi/mpi_wait.h"
@@ -107,6 +112,20 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
   };
   links.owner = std::move(mpi);
   return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);
+}
+
+bool GuardExitAfterPeerFailure(double seconds) {
+  if (!PeerFailureSeen()) return false;
+  std::thread([seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    std::fprintf(stderr,
+                 "tfdist: MPI did not finish within %.0f s of exiting after a peer failed "
+                 "(MPI_Finalize waits for the dead process); this rank exits with code 1\n",
+                 seconds);
+    std::fflush(stderr);
+    _exit(1);
+  }).detach();
+  return true;
 }
 
 }  // namespace tfdist

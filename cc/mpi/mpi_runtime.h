@@ -30,6 +30,13 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
 Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
                         std::unique_ptr<Runtime>* out, Topology* topology);
 
+// Called as the process exits. After a peer failed (ULFM), Open MPI's
+// MPI_Finalize can wait for good for the dead process, so the survivors
+// would hang instead of exiting with their error. If a failure was seen,
+// starts a thread that ends the process with exit code 1, saying why on
+// stderr, unless it has ended within `seconds`; returns whether it did.
+bool GuardExitAfterPeerFailure(double seconds);
+
 }  // namespace tfdist
 
 #endif  // TFDIST_MPI_MPI_RUNTIME_H_

@@ -139,6 +139,11 @@ void tfdist_shutdown(const char* why) {
   }
 }
 
+// At exit: bounds MPI_Finalize after a peer failure (mpi_runtime.h).
+int tfdist_guard_exit(double seconds) {
+  return tfdist::GuardExitAfterPeerFailure(seconds) ? 1 : 0;
+}
+
 int tfdist_is_initialized() { return tfdist::CurrentRuntime().runtime ? 1 : 0; }
 
 // Fills rank, size, local_rank, local_size, cross_rank, cross_size; returns

@@ -35,10 +35,10 @@ def test_a_peer_that_exits_is_named_on_the_others():
     assert "tfdist.shutdown() was called" not in message, message
 
 
-def test_a_killed_peer_under_ulfm_is_an_exception_on_the_survivors():
+def run_ulfm(mode: str) -> str:
     command: List[str] = [find_mpirun(), "--with-ft", "ulfm", "-np", "3", "--oversubscribe",
                           "--bind-to", "none", sys.executable,
-                          str(WORKERS / "peer_failure_worker.py"), "ulfm"]
+                          str(WORKERS / "peer_failure_worker.py"), mode]
     try:
         result = subprocess.run(command, env=mpi_environment(), capture_output=True, text=True,
                                 timeout=240)
@@ -48,6 +48,11 @@ def test_a_killed_peer_under_ulfm_is_an_exception_on_the_survivors():
         raise AssertionError(f"the survivors hung instead of exiting:\n{output[-6000:]}")
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-6000:]
+    return output
+
+
+def test_a_killed_peer_under_ulfm_is_an_exception_on_the_survivors():
+    output = run_ulfm("ulfm")
     assert output.count("BEFORE OK") == 3, output[-6000:]
     seen = survivors(output)
     assert set(seen) == {0, 1}, output[-6000:]
@@ -56,3 +61,11 @@ def test_a_killed_peer_under_ulfm_is_an_exception_on_the_survivors():
         assert "MPI_ERR_PROC_FAILED" in message, message
         assert "rank 2 has failed" in message, message
         assert f"tfdist stopped on this rank ({rank})" in message, message
+
+
+def test_survivors_exit_when_mpi_finalize_never_returns():
+    """After a peer failed, Open MPI's MPI_Finalize can wait for good for the dead process;
+    the survivors give it a bounded time, say so, and exit (runtime.py's exit guard)."""
+    output = run_ulfm("ulfm_stuck_exit")
+    assert set(survivors(output)) == {0, 1}, output[-6000:]
+    assert output.count("tfdist: MPI did not finish within 20 s") == 2, output[-6000:]

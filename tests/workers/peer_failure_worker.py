@@ -6,8 +6,10 @@ tfdist runs on a duplicate of COMM_WORLD whose error handler is
 MPI_ERRORS_ARE_FATAL, which tfdist must neither inherit nor change.
 
 Each survivor prints ``SURVIVOR <rank> <error class>: <message>`` and exits
-with 1; tests/mpi/test_peer_failure.py reads those lines.
+with 1; tests/mpi/test_peer_failure.py reads those lines. ``ulfm_stuck_exit`` is
+``ulfm`` with an exit that never ends by itself after tfdist's handler.
 """
+import atexit
 import os
 import signal
 import sys
@@ -21,6 +23,11 @@ import tfdist
 
 
 def main(mode: str) -> None:
+    if mode == "ulfm_stuck_exit":
+        # Runs after tfdist's exit handler, as mpi4py's MPI_Finalize does, and
+        # stands in for a finalize that waits for good for the dead process.
+        atexit.register(time.sleep, 600)
+        mode = "ulfm"
     comm = MPI.COMM_WORLD.Dup()
     if mode == "ulfm":
         comm.Set_errhandler(MPI.ERRORS_ARE_FATAL)
