@@ -30,6 +30,7 @@
 #include "cc/core/compression/powersgd.h"
 #include "cc/core/compression/scatter_add.h"
 #include "cc/core/compression/topk.h"
+#include "cc/tf/group_completion.h"
 #include "cc/tf/runtime_handle.h"
 
 namespace tfdist {
@@ -540,13 +541,10 @@ class CompressorAgreementKernel : public tf::AsyncOpKernel {
     tf::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(ctx, ctx->allocate_output(0, tf::TensorShape({n}), &output), done);
     // The last request to finish completes the op with the first error seen.
-    struct Pending {
-      std::mutex mutex;
-      int64_t remaining;
-      Status first_error;
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->remaining = n;
+    const GroupCompletion group(n, [ctx, done](const Status& s) {
+      ctx->SetStatus(ToTfStatus(s));
+      done();
+    });
     std::vector<Request> requests(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       int32_t* element = output->flat<int32_t>().data() + i;
@@ -561,17 +559,7 @@ class CompressorAgreementKernel : public tf::AsyncOpKernel {
       // In place: the allreduce reads and writes the one element.
       request.input = element;
       request.output = element;
-      request.done = [ctx, done, pending](const Status& s) {
-        bool last = false;
-        {
-          std::lock_guard<std::mutex> lock(pending->mutex);
-          if (!s.ok() && pending->first_error.ok()) pending->first_error = s;
-          last = --pending->remaining == 0;
-        }
-        if (!last) return;
-        ctx->SetStatus(ToTfStatus(pending->first_error));
-        done();
-      };
+      request.done = group.MemberDone();
     }
     Status enqueued = handle.runtime->EnqueueGroup(std::move(requests));
     if (!enqueued.ok()) {

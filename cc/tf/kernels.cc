@@ -15,6 +15,7 @@
 
 #include "cc/tf/eager_names.h"
 #include "cc/tf/inline_completion.h"
+#include "cc/tf/group_completion.h"
 #include "cc/tf/runtime_handle.h"
 
 namespace tfdist {
@@ -243,30 +244,17 @@ class GroupedKernel : public tf::AsyncOpKernel {
       base = eager_ ? NextEagerName(type_string()) : name();
     }
     // The last request to finish completes the op with the first error seen.
-    struct Pending {
-      std::mutex mutex;
-      int remaining;
-      Status first_error;
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->remaining = n;
+    const GroupCompletion group(n, [ctx, done](const Status& s) {
+      ctx->SetStatus(ToTfStatus(s));
+      done();
+    });
     std::vector<Request> requests(n);
     for (int i = 0; i < n; ++i) {
       requests[i].name = base + "." + std::to_string(i);
       OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(DescribeMember(ctx, i, handle.topology,
                                                           &requests[i])), done);
       requests[i].description.group_size = n;
-      requests[i].done = [ctx, done, pending](const Status& s) {
-        bool last = false;
-        {
-          std::lock_guard<std::mutex> lock(pending->mutex);
-          if (!s.ok() && pending->first_error.ok()) pending->first_error = s;
-          last = --pending->remaining == 0;
-        }
-        if (!last) return;
-        ctx->SetStatus(ToTfStatus(pending->first_error));
-        done();
-      };
+      requests[i].done = group.MemberDone();
     }
     Status enqueued = handle.runtime->EnqueueGroup(std::move(requests));
     if (!enqueued.ok()) {
