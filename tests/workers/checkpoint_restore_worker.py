@@ -86,6 +86,7 @@ def body() -> None:
     import tfdist.keras as hvd
     from tfdist import ops
     from tfdist.checkpoint import transfer
+    from tfdist.checkpoint import _api as checkpoint_api
     hvd.init()
     directory = sys.argv[1]
     root = hvd.rank() == 0
@@ -138,7 +139,7 @@ def body() -> None:
     # What rank 0 read into stays its snapshot buffers, apart from the variables: the
     # next save copies into them while the variables train on.
     if root:
-        for arrays in ckpt._SNAPSHOT.buffers().values():
+        for arrays in checkpoint_api._SNAPSHOT.buffers().values():
             for array in arrays:
                 array.reshape(-1).view(np.uint8)[:] = 0xAB
     check(variables, 5, "after rank 0's snapshot buffers changed")
@@ -153,7 +154,7 @@ def body() -> None:
     finally:
         ops.broadcast = real_broadcast
     if root:
-        for arrays in ckpt._SNAPSHOT.buffers().values():
+        for arrays in checkpoint_api._SNAPSHOT.buffers().values():
             for array in arrays:
                 array.reshape(-1).view(np.uint8)[:] = 0xAB
     check(variables, 5, "after rank 0's snapshot buffers changed, input given back")
