@@ -1,0 +1,43 @@
+"""tfdist.elastic's State classes and hvd.elastic's fit callbacks at np = 2 and 3.
+
+One mpirun per size runs tests/workers/elastic_state_worker.py, which checks
+on every rank against numpy: commit/restore bit for bit (several dtypes,
+Keras variables, buffer reuse), sync giving rank 0's variables and
+attributes (local variables kept, differing variable lists refused on every
+rank), attributes as JSON, reset callbacks in order, the compressor
+state in commit/restore/sync (a joining rank gets rank 0's step counts and
+PowerSGD Q, no residuals), KerasState with a built optimizer and a joining
+rank whose model is unbuilt, and model.fit with the three callbacks
+resuming at the committed epoch and batch after a simulated reset, to the
+weights of an uninterrupted numpy SGD.
+"""
+import functools
+
+import pytest
+
+from mpi_harness import assert_check_passed, check_names, run_job
+
+WORKER = "elastic_state_worker.py"
+SIZES = [2, 3]
+
+
+@pytest.fixture(scope="module")
+def state_job():
+    """The worker's job at each size, run once however many tests read it."""
+    @functools.lru_cache(maxsize=None)
+    def job(np_):
+        return run_job(WORKER, np_, timeout=150 + 30 * np_)
+    return job
+
+
+@pytest.mark.parametrize("check", check_names(WORKER))
+@pytest.mark.parametrize("np_", SIZES)
+def test_elastic_state_check(np_, check, state_job):
+    assert_check_passed(state_job(np_), check)
+
+
+@pytest.mark.parametrize("np_", SIZES)
+def test_elastic_state_job_ends(np_, state_job):
+    output = state_job(np_).assert_ended()
+    for rank in range(np_):
+        assert f"DONE rank {rank}" in output
