@@ -76,6 +76,9 @@ def test_steps_remaining_is_the_longest_ranks_batches(num_samples, position_shar
     assert max(lengths) - min(lengths) <= 1
     expected = max(-(-length // batch_size) for length in lengths)
     assert data.steps_remaining(num_samples, position, size, batch_size) == expected
+    full = min(length // batch_size for length in lengths)
+    assert data.steps_remaining(num_samples, position, size, batch_size,
+                                drop_remainder=True) == full
 
 
 def test_epoch_order_is_a_seeded_permutation_per_epoch():

@@ -35,8 +35,10 @@ some ranks may then have one batch fewer than others when fewer samples than
 ranks remain (``steps_remaining`` is the number of steps of the rank with
 the most); a loop that runs collectives must make every rank run the same
 number of steps (e.g. ``steps_remaining`` steps, a rank without data
-contributing zero gradients through ``tfdist.join``, or dropping the tail
-by giving ``num_samples`` rounded down).
+contributing zero gradients through ``tfdist.join``, or only the steps in
+which every rank has a full batch: ``steps_remaining(..., drop_remainder=True)``,
+the epoch's last fewer than ``size * batch_size`` samples left out, as
+``drop_remainder`` does in tf.data).
 """
 from __future__ import annotations
 
@@ -95,12 +97,16 @@ def advance(position: int, size: int, batch_size: int, steps: int, num_samples: 
     return min(num_samples, position + steps * size * batch_size)
 
 
-def steps_remaining(num_samples: int, position: int, size: int, batch_size: int) -> int:
+def steps_remaining(num_samples: int, position: int, size: int, batch_size: int,
+                    drop_remainder: bool = False) -> int:
     """How many steps of ``batch_size`` the rank with the most samples has left in the epoch
-    (ceil of the remaining samples over ``size * batch_size``)."""
+    (ceil of the remaining samples over ``size * batch_size``); with ``drop_remainder``,
+    the steps in which every rank has a full batch (floor), the tail left out."""
     num_samples = _count("num_samples", num_samples, 0)
     position = _count("position", position, 0)
     size = _count("size", size, 1)
     batch_size = _count("batch_size", batch_size, 1)
     remaining = max(0, num_samples - position)
+    if drop_remainder:
+        return remaining // (size * batch_size)
     return -(-remaining // (size * batch_size))
