@@ -42,8 +42,12 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 
-from tfdist import runtime
+from tfdist import ops, runtime
+from tfdist.checkpoint import file_format, messages
+from tfdist.checkpoint.snapshot import shared_value
+from tfdist.local_variables import is_local
 
 # Compressor state that is the same on every rank (cc/tf/compression_ops.cc's
 # keys): step counts, and PowerSGD's Q (the result of an allreduce).
@@ -130,20 +134,18 @@ class State:
         attributes as rank 0's JSON; see the module's docstring for the
         compressor state.
         """
-        from tfdist.checkpoint import messages  # TensorFlow: only when syncing
         self._sync_variables()
         text = self._attrs_json() if runtime.rank() == 0 else None
         received = messages.broadcast_bytes(text.encode() if text is not None else None,
                                             "tfdist.elastic.state.attrs")
         self._set_attrs(json.loads(received.decode()) if received else {})
-        self._sync_rank_state(messages)
+        self._sync_rank_state()
         self.save()
 
     def _sync_variables(self) -> None:
         """Subclasses broadcast rank 0's variables here."""
 
-    def _sync_rank_state(self, messages: Any) -> None:
-        from tfdist.checkpoint import file_format
+    def _sync_rank_state(self) -> None:
         own = runtime.rank_state()
         shared = {name: value for name, value in own.items()
                   if name.startswith(SHARED_RANK_STATE_PREFIXES)}
@@ -212,7 +214,6 @@ class TensorFlowState(ObjectState):
         return self._fixed_variables
 
     def save(self) -> None:
-        from tfdist.checkpoint.snapshot import shared_value
         variables = self.variables()
         buffers = []
         for index, variable in enumerate(variables):
@@ -252,7 +253,6 @@ def _name(variable: Any) -> str:
 
 def _signature(variables: Sequence[Any]) -> List[List[Any]]:
     """Each variable's shape and dtype, to compare rank 0's list with this rank's."""
-    import tensorflow as tf
     return [[list(variable.shape), tf.as_dtype(variable.dtype).name] for variable in variables]
 
 
@@ -266,12 +266,6 @@ def _broadcast_from_rank0(variables: Sequence[Any]) -> None:
     the first difference, if they differ (rather than hang in mismatched
     broadcasts).
     """
-    import tensorflow as tf
-
-    from tfdist import ops
-    from tfdist.checkpoint import messages
-    from tfdist.local_variables import is_local
-
     if runtime.size() == 1:
         return
     shared = [variable for variable in variables if not is_local(variable)]

@@ -44,6 +44,7 @@ import keras
 
 import tfdist.elastic as _elastic
 from tfdist import runtime
+from tfdist.checkpoint import messages, model_build
 from tfdist.elastic.state import TensorFlowState
 
 _OWN = ["CommitStateCallback", "KerasState", "UpdateBatchStateCallback",
@@ -93,7 +94,6 @@ class KerasState(TensorFlowState):
         return list(model.variables) + optimizer_variables
 
     def _sync_variables(self) -> None:
-        from tfdist.checkpoint import messages, model_build
         report: Optional[Dict[str, Any]] = None
         if runtime.rank() == 0:
             report = {"built": bool(getattr(self.model, "built", True)),
