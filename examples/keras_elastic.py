@@ -133,7 +133,7 @@ def main() -> int:
 
     @hvd.elastic.run
     def train(state: hvd.elastic.KerasState) -> None:
-        state.model.fit(dataset(state), steps_per_epoch=steps_per_epoch(),
+        state.model.fit(dataset(state), steps_per_epoch=steps_per_epoch(), shuffle=False,
                         epochs=args.epochs - state.epoch, callbacks=callbacks,
                         verbose=2 if hvd.rank() == 0 else 0)
 
