@@ -6,7 +6,8 @@ Keras variables, buffer reuse), sync giving rank 0's variables and
 attributes (local variables kept, differing variable lists refused on every
 rank), attributes as JSON, reset callbacks in order, the compressor
 state in commit/restore/sync (a joining rank gets rank 0's step counts and
-PowerSGD Q, no residuals), KerasState with a built optimizer and a joining
+PowerSGD Q, no residuals), a commit restored into a runtime rebuilt over
+fewer ranks (as run() does after a loss) and synced there, KerasState with a built optimizer and a joining
 rank whose model is unbuilt, and model.fit with the three callbacks
 resuming at the committed epoch and batch after a simulated reset, to the
 weights of an uninterrupted numpy SGD.

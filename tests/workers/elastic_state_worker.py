@@ -1,10 +1,11 @@
 """Checks tfdist.elastic's State, TensorFlowState and KerasState, and hvd.elastic's fit
 callbacks, on every rank against numpy.
 
-No membership changes here (helper "elastic" tests those): a reset is
+No process dies here (helper "elastic" tests that): a reset is
 simulated the way ``tfdist.elastic.run`` performs it, ``state.restore();
 state.sync(); state.on_reset()``, and a rank that joins by a fresh,
-uncommitted state whose compressor state is empty. Each check is registered
+uncommitted state whose compressor state is empty; one check rebuilds the
+runtime over fewer ranks (shutdown, init on a sub-communicator). Each check is registered
 by name in CHECKS (tests/mpi_harness.py); tests/mpi/test_elastic_state.py
 makes one test of each. Importing this module runs nothing.
 """
@@ -401,6 +402,49 @@ def check_fit_resume(rank, size):
     assert_same_on_every_rank(model.get_weights()[0], "weights after the resumed fit")
     # The skipping is gone: a later fit trains every step.
     assert not hasattr(model.train_function, "_tfdist_skipping")
+
+
+@check("restore_into_a_rebuilt_smaller_runtime")
+def check_rebuilt_runtime(rank, size):
+    """What run() does after a rank is lost, without the loss: the runtime is rebuilt over
+    fewer ranks (shutdown, init on a sub-communicator), every survivor restores its commit
+    into the new runtime (whose compressor state starts empty) and they sync."""
+    from mpi4py import MPI
+    runtime.restore_rank_state({})
+    compressor = tfdist.Compression.powersgd(1)
+    variable = tf.Variable(values_of(rank, salt=20)[0])
+    state = TensorFlowState([variable], step=rank)
+    powersgd_step(compressor, rank, 0)
+    state.commit()
+    committed_state = runtime.rank_state()
+    assert committed_state
+    variable.assign(tf.zeros_like(variable))
+    state.step = -1
+    tfdist.shutdown()
+    survivor = rank < size - 1
+    comm = MPI.COMM_WORLD.Split(0 if survivor else MPI.UNDEFINED, rank)
+    try:
+        if survivor:
+            tfdist.init(comm)
+            assert tfdist.size() == size - 1
+            assert not runtime.rank_state(), "a rebuilt runtime starts without compressor state"
+            state.restore()
+            assert_bits_equal(variable.numpy(), values_of(rank, salt=20)[0], "restored")
+            restored = runtime.rank_state()
+            for key, value in committed_state.items():
+                assert_bits_equal(restored[key], value, f"restored {key}")
+            state.sync()
+            assert_bits_equal(variable.numpy(), values_of(0, salt=20)[0], "synced")
+            assert state.step == 0
+            result = powersgd_step(compressor, rank, 1)
+            assert_same_on_every_rank(result.numpy(), "powersgd on the new membership")
+            tfdist.shutdown()
+    finally:
+        if comm != MPI.COMM_NULL:
+            comm.Free()
+        MPI.COMM_WORLD.Barrier()
+        tfdist.init()
+    runtime.restore_rank_state({})
 
 
 def body():
