@@ -10,7 +10,9 @@ PowerSGD Q, no residuals), a commit restored into a runtime rebuilt over
 fewer ranks (as run() does after a loss) and synced there, KerasState with a built optimizer and a joining
 rank whose model is unbuilt, and model.fit with the three callbacks
 resuming at the committed epoch and batch after a simulated reset, to the
-weights of an uninterrupted numpy SGD.
+weights of an uninterrupted numpy SGD, and resuming mid-epoch on one rank
+fewer from the committed sample position (every sample once per epoch),
+to the weights of numpy SGD through the same segments.
 """
 import functools
 

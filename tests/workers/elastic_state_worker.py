@@ -447,6 +447,127 @@ def check_rebuilt_runtime(rank, size):
     runtime.restore_rank_state({})
 
 
+class TrackPosition(keras.callbacks.Callback):
+    """state.position, the samples of the epoch trained by all ranks (as in
+    examples/keras_elastic.py)."""
+
+    def __init__(self, state):
+        super().__init__()
+        self.state, self.start = state, (0, 0)
+
+    def on_train_begin(self, logs=None):
+        self.start = (self.state.position, self.state.batch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        position, batches = self.start
+        self.state.position = position + (self.state.batch - batches) * tfdist.size() * BATCH
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.state.position, self.start = 0, (0, 0)
+
+
+def position_dataset(state, x, y):
+    """This rank's full batches from the state's epoch and position to the end of training."""
+    parts = []
+    for epoch in range(state.epoch, EPOCHS):
+        position = state.position if epoch == state.epoch else 0
+        steps = elastic_data.steps_remaining(SAMPLES, position, tfdist.size(), BATCH,
+                                             drop_remainder=True)
+        parts.append(elastic_data.rank_indices(SAMPLES, epoch, position, tfdist.rank(),
+                                               tfdist.size(), seed=SEED)[:steps * BATCH])
+    return (tf.data.Dataset.from_tensor_slices(np.concatenate(parts)).batch(BATCH)
+            .map(lambda i: (tf.gather(x, i), tf.gather(y, i))).repeat())
+
+
+def numpy_segments(w, b, x, y, segments):
+    """SGD on the mean squared error through ``segments`` of (ranks, epoch, position,
+    steps), each step averaging the ranks' gradients."""
+    w, b = w.astype(np.float64), b.astype(np.float64)
+    for ranks, epoch, position, steps in segments:
+        per_rank = [elastic_data.rank_indices(SAMPLES, epoch, position, r, ranks, seed=SEED)
+                    for r in range(ranks)]
+        for step in range(steps):
+            gw, gb = np.zeros_like(w), np.zeros_like(b)
+            for indices in per_rank:
+                i = indices[step * BATCH:(step + 1) * BATCH]
+                error = x[i] @ w + b - y[i]
+                gw += 2.0 / error.size * x[i].T @ error / ranks
+                gb += 2.0 / error.size * error.sum(axis=0) / ranks
+            w, b = w - LR * gw, b - LR * gb
+    return w, b
+
+
+@check("fit_resumes_mid_epoch_on_fewer_ranks")
+def check_fit_on_fewer_ranks(rank, size):
+    """A failure in epoch 0 at ``size`` ranks; fit carries on at ``size - 1`` ranks from the
+    committed sample position, the batch recounted at the new size (the example's reset
+    callback), every sample of each epoch trained once: numpy SGD through the same
+    segments gives the weights."""
+    from mpi4py import MPI
+    x, y = fit_data(size)
+    w0 = np.random.default_rng(12).standard_normal((4, 3)).astype(np.float32)
+    b0 = np.random.default_rng(13).standard_normal(3).astype(np.float32)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(LR, name="sgd_ranks")),
+                  loss="mse")
+    model.set_weights([w0 - rank, b0])
+    state = hvd.elastic.KerasState(model, epoch=0, batch=0, position=0)
+
+    def steps_per_epoch():
+        return SAMPLES // (tfdist.size() * BATCH)
+
+    def recount_batch():
+        left = elastic_data.steps_remaining(SAMPLES, state.position, tfdist.size(), BATCH,
+                                            drop_remainder=True)
+        state.batch = max(0, steps_per_epoch() - left)
+
+    state.register_reset_callbacks([recount_batch])
+    callbacks = [hvd.elastic.UpdateEpochStateCallback(state),
+                 hvd.elastic.UpdateBatchStateCallback(state), TrackPosition(state),
+                 hvd.elastic.CommitStateCallback(state)]
+    state.sync()
+    try:
+        model.fit(position_dataset(state, x, y), steps_per_epoch=steps_per_epoch(),
+                  epochs=EPOCHS - state.epoch, verbose=0, shuffle=False,
+                  callbacks=[FailAt(3)] + callbacks)
+    except RuntimeError as error:
+        assert "simulated failure" in str(error)
+    else:
+        raise AssertionError("the failure was not raised")
+    tfdist.shutdown()
+    survivor = rank < size - 1
+    comm = MPI.COMM_WORLD.Split(0 if survivor else MPI.UNDEFINED, rank)
+    try:
+        if survivor:
+            tfdist.init(comm)
+            state.restore()
+            state.sync()
+            state.on_reset()
+            committed = 2 * size * BATCH
+            assert (state.epoch, state.position) == (0, committed), (state.epoch,
+                                                                     state.position)
+            model.fit(position_dataset(state, x, y), steps_per_epoch=steps_per_epoch(),
+                      epochs=EPOCHS - state.epoch, verbose=0, shuffle=False,
+                      callbacks=callbacks)
+            assert (state.epoch, state.batch, state.position) == (EPOCHS, 0, 0)
+            rest = elastic_data.steps_remaining(SAMPLES, committed, size - 1, BATCH,
+                                                drop_remainder=True)
+            full = SAMPLES // ((size - 1) * BATCH)
+            segments = [(size, 0, 0, 2), (size - 1, 0, committed, rest)] + [
+                (size - 1, epoch, 0, full) for epoch in range(1, EPOCHS)]
+            assert int(model.optimizer.iterations.numpy()) == sum(s[3] for s in segments)
+            w, b = numpy_segments(w0, b0, x, y, segments)
+            np.testing.assert_allclose(model.get_weights()[0], w, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(model.get_weights()[1], b, rtol=1e-5, atol=1e-5)
+            assert_same_on_every_rank(model.get_weights()[0], "weights on the new membership")
+            tfdist.shutdown()
+    finally:
+        if comm != MPI.COMM_NULL:
+            comm.Free()
+        MPI.COMM_WORLD.Barrier()
+        tfdist.init()
+
+
 def body():
     from mpi4py import MPI
     rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
