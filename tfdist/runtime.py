@@ -27,7 +27,8 @@ def init(comm: Any = None, **settings: Any) -> None:
     Collective: every rank must call it. Keyword arguments override the
     TFDIST_* environment variables (see ``tfdist.config.RuntimeSettings``),
     e.g. ``init(fusion_threshold=0)``. Calling it again while initialized does
-    nothing.
+    nothing. In a replacement process spawned by elastic recovery, ``comm=None``
+    joins the survivors' job instead of COMM_WORLD (docs/elastic.md).
     """
     if is_initialized():
         return
@@ -37,13 +38,16 @@ def init(comm: Any = None, **settings: Any) -> None:
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         warnings.warn("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
                       "thread and your own MPI calls must then never overlap.", stacklevel=2)
-    comm = MPI.COMM_WORLD if comm is None else comm
+    from tfdist.elastic import membership
+
+    comm = membership.communicator_for_init(comm)
     error = ctypes.create_string_buffer(4096)
     code = _library.control().tfdist_init(MPI._handleof(comm),
                                           config.to_runtime_string().encode(), error,
                                           len(error))
     if code != 0:
         raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
+    membership.remember(comm)
     _register_exit_handler()
 
 
