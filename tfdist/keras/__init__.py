@@ -7,13 +7,14 @@
                                            hvd.callbacks.MetricAverageCallback()],
               verbose=1 if hvd.rank() == 0 else 0)
 
-Everything in ``tfdist`` is available here too.
+Everything in ``tfdist`` is available here too, and ``hvd.elastic`` is
+tfdist.keras.elastic (KerasState, the elastic callbacks, run), as in Horovod.
 """
 from tfdist import *  # noqa: F401,F403  (the whole tfdist API, as in horovod.keras)
 from tfdist import __all__ as _tfdist_all
 from tfdist.compression import Compression
 from tfdist.gradient_tape import DistributedGradientTape
-from tfdist.keras import callbacks
+from tfdist.keras import callbacks, elastic
 from tfdist.functions import broadcast_variables
 from tfdist.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer
 from tfdist.keras.saving import load_model
@@ -22,5 +23,5 @@ from tfdist.keras.sync_batch_norm import SyncBatchNormalization
 __all__ = list(_tfdist_all) + [
     "Compression", "DistributedGradientTape", "DistributedOptimizer",
     "PartialDistributedOptimizer", "SyncBatchNormalization", "broadcast_variables",
-    "callbacks", "load_model",
+    "callbacks", "elastic", "load_model",
 ]
