@@ -21,11 +21,6 @@ from typing import Any, Dict, List, Optional
 from tfdist.config import LaunchInfo
 from tfdist.elastic.errors import ElasticJobError
 
-#: Environment variables a replacement must see as the survivors do: tfdist's
-#: settings, and where Python finds the code.
-_FORWARDED_PREFIXES = ("TFDIST_",)
-_FORWARDED_NAMES = ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH", "GLIBC_TUNABLES")
-
 
 class _Membership:
     """The communicator tfdist.init() last ran over, and whether this process joined one."""
@@ -111,14 +106,12 @@ def _spawn_command() -> List[str]:
     return [os.path.abspath(sys.argv[0])] + sys.argv[1:]
 
 
-def _spawn_environment() -> str:
-    """The replacement's environment as MPI_Comm_spawn's PMIX_ENVAR info: NAME=value lines."""
-    names = [n for n in os.environ
-             if n.startswith(_FORWARDED_PREFIXES) or n in _FORWARDED_NAMES]
-    lines = [f"{n}={os.environ[n]}" for n in sorted(names)
-             if n != "TFDIST_ELASTIC_REPLACEMENT" and "\n" not in os.environ[n]]
-    lines.append("TFDIST_ELASTIC_REPLACEMENT=1")
-    return "\n".join(lines)
+#: What MPI_Comm_spawn's PMIX_ENVAR info adds to a replacement's environment.
+#: The rest it inherits as the first ranks did: mpirun passes the variables it
+#: was told to (-x: tfdistrun forwards every TFDIST_* setting, PATH and
+#: PYTHONPATH) to the processes it spawns later too; an info value is too short
+#: (MPI_MAX_INFO_VAL) to carry them all.
+_REPLACEMENT_ENVIRONMENT = "TFDIST_ELASTIC_REPLACEMENT=1"
 
 
 def _discovered_hosts(script: str, count: int) -> List[str]:
@@ -187,7 +180,7 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None) -> Any:
     missing = max(0, (max_np or 0) - size)
     if missing > 0:
         spawn_info = MPI.Info.Create()
-        spawn_info.Set("PMIX_ENVAR", _spawn_environment())
+        spawn_info.Set("PMIX_ENVAR", _REPLACEMENT_ENVIRONMENT)
         spawn_info.Set("wdir", os.getcwd())
         if info.host_discovery_script and survivors.Get_rank() == 0:
             spawn_info.Set("host", ",".join(_discovered_hosts(info.host_discovery_script,
