@@ -20,7 +20,7 @@ Modes:
 Each rank prints ``DONE <rank> <size> <step> <weights as hex>``; a survivor
 that recovered prints ``RECOVERED <rank> <size>``, a replacement ``JOINED
 <rank> <size>``, and a survivor the recovery could not continue (--min-np)
-``STOPPED <rank> <error class>: <message>`` before it exits with 1. Rank 0
+``STOPPED <COMM_WORLD rank> <error class>: <message>`` before it exits with 1. Rank 0
 writes the final weights to OUT_DIR/weights_<MODE>.npy.
 """
 import os
@@ -87,8 +87,9 @@ def main(mode: str, out_dir: str) -> None:
     try:
         train(state)
     except tfdist.elastic.ElasticJobError as error:
-        print(f"STOPPED {tfdist.rank() if tfdist.is_initialized() else '?'} "
-              f"{type(error).__name__}: {error}", flush=True)
+        from mpi4py import MPI
+        print(f"STOPPED {MPI.COMM_WORLD.Get_rank()} {type(error).__name__}: {error}",
+              flush=True)
         sys.exit(1)
     rank, size = tfdist.rank(), tfdist.size()
     print(f"DONE {rank} {size} {state.step} {weights.numpy().tobytes().hex()}", flush=True)
