@@ -93,8 +93,15 @@ def joined_as_replacement() -> bool:
 
 
 def last_recovery_phases() -> Dict[str, float]:
-    """Seconds each phase of this process's last recovery took."""
+    """Seconds each phase of this process's last recovery took (``stop_runtime``,
+    ``shrink``, ``spawn``, ``rebuild_runtime``, ``sync_state``), and ``detected_at``:
+    the time.time() at which this rank saw the membership change."""
     return dict(_current.last_phases)
+
+
+def record_phase(name: str, seconds: float) -> None:
+    """Adds a phase of the recovery in progress (run() times the state's sync)."""
+    _current.last_phases[name] = seconds
 
 
 def _spawn_command() -> List[str]:
@@ -133,7 +140,8 @@ def _discovered_hosts(script: str, count: int) -> List[str]:
     return [hosts[i % len(hosts)] for i in range(count)]
 
 
-def recover(min_np: Optional[int] = None, max_np: Optional[int] = None) -> Any:
+def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
+            detected_at: Optional[float] = None) -> Any:
     """Rebuilds the job after a failure; collective over every survivor. Returns the new comm.
 
     Stops the runtime (without waiting on peers), revokes and shrinks the
@@ -149,7 +157,8 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None) -> Any:
     info = LaunchInfo.from_environment()
     min_np = info.min_np if min_np is None else min_np
     max_np = info.max_np if max_np is None else max_np
-    phases: Dict[str, float] = {}
+    phases: Dict[str, float] = {"detected_at": time.time() if detected_at is None
+                                else detected_at}
     start = time.perf_counter()
 
     runtime.shutdown()  # its communicators are revoked: nothing waits on peers

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from typing import Any, Callable, TypeVar
 
@@ -49,19 +50,25 @@ def run(fn: Callable[..., Result]) -> Callable[..., Result]:
             except Exception as error:  # noqa: BLE001  (only membership changes are handled)
                 if not is_ranks_changed(error):
                     raise
-            _recover(state)
+            _recover(state, detected_at=time.time())
             synced = True
 
     return wrapper
 
 
-def _recover(state: Any) -> None:
-    """Rebuilds the membership, then puts ``state`` back to its last commit on every rank."""
+def _recover(state: Any, detected_at: float) -> None:
+    """Rebuilds the membership, then puts ``state`` back to its last commit on every rank.
+
+    ``detected_at`` (time.time()) is when this rank saw the change; the
+    recovery's phases are recorded (membership.last_recovery_phases).
+    """
     while True:
         try:
-            membership.recover()
+            membership.recover(detected_at=detected_at)
+            mark = time.perf_counter()
             state.restore()
             state.sync()
+            membership.record_phase("sync_state", time.perf_counter() - mark)
             state.on_reset()
             return
         except Exception as error:  # noqa: BLE001
