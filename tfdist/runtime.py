@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tfdist import _library
+from tfdist import _communicator, _library
 from tfdist.config import RuntimeSettings
 
 
@@ -38,16 +38,14 @@ def init(comm: Any = None, **settings: Any) -> None:
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         warnings.warn("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
                       "thread and your own MPI calls must then never overlap.", stacklevel=2)
-    from tfdist.elastic import membership
-
-    comm = membership.communicator_for_init(comm)
+    comm = _communicator.for_init(comm)
     error = ctypes.create_string_buffer(4096)
     code = _library.control().tfdist_init(MPI._handleof(comm),
                                           config.to_runtime_string().encode(), error,
                                           len(error))
     if code != 0:
         raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
-    membership.remember(comm)
+    _communicator.remember(comm)
     _register_exit_handler()
 
 

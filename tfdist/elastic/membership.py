@@ -18,23 +18,20 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from tfdist import _communicator, runtime
 from tfdist.config import LaunchInfo
 from tfdist.elastic.errors import ElasticJobError
 
 
-class _Membership:
-    """The communicator tfdist.init() last ran over, and whether this process joined one."""
+class _Recovery:
+    """What this process's last recovery measured."""
 
     def __init__(self) -> None:
-        self.comm: Any = None
-        self.joined = False
         #: Seconds each phase of the last recovery took (benchmarks/elastic.py reads it).
         self.last_phases: Dict[str, float] = {}
 
 
-# The one record of the job's membership; it belongs with the runtime handle
-# (it is the communicator that handle runs over).
-_current = _Membership()
+_current = _Recovery()
 
 
 def ulfm_enabled() -> bool:
@@ -53,43 +50,14 @@ def elastic_off_reason(info: Optional[LaunchInfo] = None) -> Optional[str]:
     return None
 
 
-def communicator_for_init(comm: Any) -> Any:
-    """The communicator tfdist.init(comm) starts over.
-
-    ``comm`` itself when given; else, in a replacement spawned by elastic
-    recovery, the survivors' communicator merged with it (survivors first);
-    else COMM_WORLD.
-    """
-    from mpi4py import MPI
-
-    if comm is not None:
-        return comm
-    parent = MPI.Comm.Get_parent()
-    if parent != MPI.COMM_NULL and not _current.joined:
-        # The survivors are waiting in their Merge (recover()).
-        parent.Set_errhandler(MPI.ERRORS_RETURN)
-        merged = parent.Merge(high=True)
-        merged.Set_errhandler(MPI.ERRORS_RETURN)
-        _current.joined = True
-        return merged
-    return MPI.COMM_WORLD
-
-
-def remember(comm: Any) -> None:
-    """Records the communicator the runtime now runs over (tfdist.init calls it)."""
-    _current.comm = comm
-
-
 def current_communicator() -> Any:
     """The communicator the runtime runs over (COMM_WORLD before any init)."""
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD if _current.comm is None else _current.comm
+    return _communicator.current()
 
 
 def joined_as_replacement() -> bool:
     """Whether this process was spawned by elastic recovery and joined the survivors."""
-    return _current.joined
+    return _communicator.joined()
 
 
 def last_recovery_phases() -> Dict[str, float]:
@@ -151,8 +119,6 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
     ``max_np`` default to the launcher's --min-np and --max-np.
     """
     from mpi4py import MPI
-
-    from tfdist import runtime
 
     info = LaunchInfo.from_environment()
     min_np = info.min_np if min_np is None else min_np
