@@ -77,8 +77,10 @@ def _shutdown_at_exit() -> None:
     if not _library.LIBRARY_PATH.exists():
         return
     # After a peer failed (ULFM), MPI_Finalize, which mpi4py runs after this
-    # handler, can wait for good for the dead process: bound it.
-    _library.control().tfdist_guard_exit(_FINALIZE_AFTER_FAILURE_SECONDS)
+    # handler, can wait for good for the dead process: bound it. So can a
+    # replacement's, spawned by elastic recovery after a failure.
+    _library.control().tfdist_guard_exit(_FINALIZE_AFTER_FAILURE_SECONDS,
+                                         int(_communicator.joined()))
     if not is_initialized():
         return
     error = getattr(sys, "last_value", None)

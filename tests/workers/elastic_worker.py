@@ -8,7 +8,7 @@ The state (a TensorFlowState of the weights, the step) is committed every
 step.
 
 Modes:
-- ``elastic``: rank 2 kills itself (SIGKILL) in step KILL_STEP while the
+- ``elastic``: rank 2 (ELASTIC_VICTIM) kills itself (SIGKILL) in step KILL_STEP while the
   others wait in its allreduce; ``tfdist.elastic.run`` recovers (with or
   without a replacement: the launcher's TFDIST_MAX_NP decides) and the
   job finishes STEPS steps.
@@ -30,11 +30,14 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from mpi4py import MPI
 
 import tfdist
 from tfdist.elastic import membership
 
-STEPS, KILL_STEP, VICTIM = 8, 3, 2
+STEPS, KILL_STEP = 8, 3
+# The rank that is killed, as the job started (COMM_WORLD; a replacement is never it).
+VICTIM = int(os.environ.get("ELASTIC_VICTIM", "2"))
 FEATURES, BATCH, LEARNING_RATE = 16, 8, 0.05
 
 
@@ -47,8 +50,8 @@ def batch(step: int, rank: int):
 
 def train_step(weights: tf.Variable, state, mode: str) -> None:
     rank, size = tfdist.rank(), tfdist.size()
-    if (mode == "elastic" and rank == VICTIM and state.step == KILL_STEP
-            and not membership.joined_as_replacement()):
+    if (mode == "elastic" and MPI.COMM_WORLD.Get_rank() == VICTIM
+            and state.step == KILL_STEP and not membership.joined_as_replacement()):
         time.sleep(1.0)  # the others are waiting in this step's allreduce by now
         os.kill(os.getpid(), signal.SIGKILL)
     # A collective checked against numpy at the current size.
@@ -87,7 +90,6 @@ def main(mode: str, out_dir: str) -> None:
     try:
         train(state)
     except tfdist.elastic.ElasticJobError as error:
-        from mpi4py import MPI
         print(f"STOPPED {MPI.COMM_WORLD.Get_rank()} {type(error).__name__}: {error}",
               flush=True)
         sys.exit(1)
