@@ -3,8 +3,6 @@
 #include "cc/mpi/mpi_comm.h"
 
 #include <atomic>
-#include <chrono>
-#include <thread>
 
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI's extensions: ULFM's MPIX_* when it was built with them
@@ -98,16 +96,11 @@ Status MpiError(int code, const char* call, const std::string& during, MPI_Comm 
     // Before anything else: the peers waiting on live ranks learn of it
     // only through this.
     RevokeOwnedComms();
-    std::vector<int> failed = FailedRanks(comm);
-    // A revoke can arrive before ULFM's failure detector has told this rank
-    // who died; give the notice a moment (local polling, no peer involved),
-    // so that the message names the rank.
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    while (failed.empty() && comm != MPI_COMM_NULL &&
-           std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      failed = FailedRanks(comm);
-    }
+    // A revoke can reach a rank before ULFM's failure detector has told it
+    // who died: the message then says only that a peer failed. (Waiting for
+    // the notice did not help: it often takes longer than is worth delaying
+    // the error, and it staggered the survivors' exits.)
+    const std::vector<int> failed = FailedRanks(comm);
     if (!failed.empty()) {
       message += failed.size() == 1 ? "; rank " : "; ranks ";
       message += RankList(failed) + (failed.size() == 1 ? " has" : " have") +
