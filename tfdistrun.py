@@ -269,6 +269,18 @@ def _parser() -> argparse.ArgumentParser:
                              "(default 120); only when a rank watches for preemption "
                              "(BackupAndRestore, tfdist.checkpoint.preempted()), else "
                              "SIGTERM stops the job at once")
+    parser.add_argument("--elastic", action="store_true",
+                        help="elastic training: MPI's fault tolerance on (--with-ft ulfm); "
+                             "tfdist.elastic.run carries on after ranks fail "
+                             "(docs/elastic.md)")
+    parser.add_argument("--min-np", type=int, default=None,
+                        help="with --elastic: end the job when fewer ranks survive")
+    parser.add_argument("--max-np", type=int, default=None,
+                        help="with --elastic: spawn replacements back up to this many ranks "
+                             "(default: -np)")
+    parser.add_argument("--host-discovery-script", default=None,
+                        help="with --elastic: a program printing host[:slots] lines where "
+                             "replacements may start (default: the surviving hosts)")
     parser.add_argument("--bind-to", default="none",
                         help="mpirun's --bind-to (default: none)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
@@ -294,7 +306,28 @@ def _settings(args: argparse.Namespace) -> Dict[str, str]:
         settings["TFDIST_CYCLE_TIME"] = f"{args.cycle_time_ms:g}"
     if args.timeline_filename:
         settings["TFDIST_TIMELINE"] = args.timeline_filename
+    if args.elastic:
+        settings["TFDIST_ELASTIC"] = "1"
+        settings["TFDIST_MAX_NP"] = str(args.max_np if args.max_np is not None else args.np)
+        if args.min_np is not None:
+            settings["TFDIST_MIN_NP"] = str(args.min_np)
+        if args.host_discovery_script:
+            settings["TFDIST_HOST_DISCOVERY_SCRIPT"] = args.host_discovery_script
     return settings
+
+
+def _check_elastic(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    given = [name for name, value in (("--min-np", args.min_np), ("--max-np", args.max_np),
+                                      ("--host-discovery-script", args.host_discovery_script))
+             if value is not None]
+    if not args.elastic:
+        if given:
+            parser.error(f"{given[0]} needs --elastic")
+        return
+    if args.min_np is not None and not 1 <= args.min_np <= args.np:
+        parser.error(f"--min-np must be between 1 and -np ({args.np}), got {args.min_np}")
+    if args.max_np is not None and args.max_np < args.np:
+        parser.error(f"--max-np must be at least -np ({args.np}), got {args.max_np}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -317,6 +350,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.error("no command to run: give it after the options, e.g. "
                      "tfdistrun -np 2 python train.py")
+    _check_elastic(args, parser)
     flag_dir = tempfile.mkdtemp(prefix="tfdist-preempt-")
     settings = _settings(args)
     settings["TFDIST_RESTART"] = "0"
@@ -326,7 +360,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             command, env = build_command(
                 args.np, args.command, hosts=args.hosts, hostfile=args.hostfile,
                 bind_to=args.bind_to, huge_pages=args.huge_pages, settings=settings,
-                mpi_args=shlex.split(args.mpi_args))
+                mpi_args=(["--with-ft", "ulfm"] if args.elastic else [])
+                + shlex.split(args.mpi_args))
         except (ValueError, FileNotFoundError) as error:
             parser.error(str(error))
         if args.dry_run:

@@ -31,7 +31,7 @@ __all__ = [
     "stats",
 ]
 # Public beyond __all__ (not re-exported by ``from tfdist import *``).
-_ALSO_PUBLIC = ("Compression", "DistributedGradientTape", "checkpoint")
+_ALSO_PUBLIC = ("Compression", "DistributedGradientTape", "checkpoint", "elastic")
 
 
 def _load_api() -> None:

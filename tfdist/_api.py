@@ -22,6 +22,7 @@ from tfdist.gradient_tape import (DistributedGradientTape,  # noqa: F401
                                   PartialDistributedGradientTape, default_num_groups)
 from tfdist.local_variables import is_local as is_local_variable
 from tfdist import checkpoint  # noqa: F401  (tfdist.checkpoint.save/restore after import tfdist)
+from tfdist import elastic  # noqa: F401  (tfdist.elastic.run after import tfdist)
 
 # Fail at import, with a message that says how to rebuild, when the native
 # library is missing or was built for another TensorFlow.

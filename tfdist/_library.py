@@ -64,7 +64,7 @@ def control() -> ctypes.CDLL:
     lib.tfdist_shutdown.argtypes = [ctypes.c_char_p]
     lib.tfdist_shutdown.restype = None
     lib.tfdist_is_initialized.restype = ctypes.c_int
-    lib.tfdist_guard_exit.argtypes = [ctypes.c_double]
+    lib.tfdist_guard_exit.argtypes = [ctypes.c_double, ctypes.c_int]
     lib.tfdist_guard_exit.restype = ctypes.c_int
     lib.tfdist_topology.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.tfdist_topology.restype = ctypes.c_int

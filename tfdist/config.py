@@ -175,11 +175,18 @@ class LaunchInfo:
     ``restart``: TFDIST_RESTART, 0 on the first run of the job, n on its n-th
     restart. ``preempt_file``: TFDIST_PREEMPT_FILE, the file the launcher
     creates when it is asked to stop (SIGTERM); empty when not launched by
-    tfdistrun.
+    tfdistrun. ``elastic``, ``min_np``, ``max_np``, ``host_discovery_script``:
+    tfdistrun --elastic and its options (docs/elastic.md);
+    ``elastic_replacement``: set on the processes elastic recovery spawns.
     """
 
     restart: int = _default("restart")
     preempt_file: str = _default("preempt_file")
+    elastic: bool = _default("elastic")
+    min_np: Optional[int] = _default("min_np")
+    max_np: Optional[int] = _default("max_np")
+    host_discovery_script: str = _default("host_discovery_script")
+    elastic_replacement: bool = _default("elastic_replacement")
 
     @classmethod
     def from_environment(cls, environ: Optional[Mapping[str, str]] = None) -> "LaunchInfo":
@@ -189,4 +196,13 @@ class LaunchInfo:
             count = int(restart)
         except ValueError:
             raise ConfigError(f"TFDIST_RESTART={restart!r}: expected a whole number") from None
-        return cls(restart=count, preempt_file=environ.get("TFDIST_PREEMPT_FILE", ""))
+        def optional(key: str, kind: str) -> Any:
+            text = environ.get(key, "")
+            return _convert(key, text, kind) if text else None
+
+        return cls(restart=count, preempt_file=environ.get("TFDIST_PREEMPT_FILE", ""),
+                   elastic=bool(optional("TFDIST_ELASTIC", "bool")),
+                   min_np=optional("TFDIST_MIN_NP", "int"),
+                   max_np=optional("TFDIST_MAX_NP", "int"),
+                   host_discovery_script=environ.get("TFDIST_HOST_DISCOVERY_SCRIPT", ""),
+                   elastic_replacement=bool(optional("TFDIST_ELASTIC_REPLACEMENT", "bool")))

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tfdist import _library
+from tfdist import _communicator, _library
 from tfdist.config import RuntimeSettings
 
 
@@ -27,7 +27,8 @@ def init(comm: Any = None, **settings: Any) -> None:
     Collective: every rank must call it. Keyword arguments override the
     TFDIST_* environment variables (see ``tfdist.config.RuntimeSettings``),
     e.g. ``init(fusion_threshold=0)``. Calling it again while initialized does
-    nothing.
+    nothing. In a replacement process spawned by elastic recovery, ``comm=None``
+    joins the survivors' job instead of COMM_WORLD (docs/elastic.md).
     """
     if is_initialized():
         return
@@ -37,13 +38,14 @@ def init(comm: Any = None, **settings: Any) -> None:
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         warnings.warn("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
                       "thread and your own MPI calls must then never overlap.", stacklevel=2)
-    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = _communicator.for_init(comm)
     error = ctypes.create_string_buffer(4096)
     code = _library.control().tfdist_init(MPI._handleof(comm),
                                           config.to_runtime_string().encode(), error,
                                           len(error))
     if code != 0:
         raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
+    _communicator.remember(comm)
     _register_exit_handler()
 
 
@@ -75,8 +77,10 @@ def _shutdown_at_exit() -> None:
     if not _library.LIBRARY_PATH.exists():
         return
     # After a peer failed (ULFM), MPI_Finalize, which mpi4py runs after this
-    # handler, can wait for good for the dead process: bound it.
-    _library.control().tfdist_guard_exit(_FINALIZE_AFTER_FAILURE_SECONDS)
+    # handler, can wait for good for the dead process: bound it. So can a
+    # replacement's, spawned by elastic recovery after a failure.
+    _library.control().tfdist_guard_exit(_FINALIZE_AFTER_FAILURE_SECONDS,
+                                         int(_communicator.joined()))
     if not is_initialized():
         return
     error = getattr(sys, "last_value", None)

@@ -138,6 +138,25 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("preempt_file", "str", "",
             "Set by tfdistrun: the file it creates when asked to stop (SIGTERM); empty "
             "when not launched by tfdistrun.", scope="launch"),
+    Setting("elastic", "bool", False,
+            "Set by tfdistrun --elastic: the job runs under MPI's fault tolerance (ULFM), "
+            "and tfdist.elastic.run recovers from failed ranks instead of stopping.",
+            scope="launch"),
+    Setting("min_np", "int", None,
+            "Set by tfdistrun --min-np: elastic recovery ends the job with an error when "
+            "fewer ranks than this survive; unset: 1.", scope="launch"),
+    Setting("max_np", "int", None,
+            "Set by tfdistrun --max-np (default: -np): elastic recovery spawns "
+            "replacements back up to this many ranks; unset: no replacements.",
+            scope="launch"),
+    Setting("host_discovery_script", "str", "",
+            "Set by tfdistrun --host-discovery-script: a program that prints the hosts "
+            "replacements may go to, one `host[:slots]` a line; empty: the surviving "
+            "hosts (MPI's choice).", scope="launch"),
+    Setting("elastic_replacement", "bool", False,
+            "Set by elastic recovery on the replacement processes it spawns: their "
+            "tfdist.init() joins the survivors instead of starting a new job.",
+            scope="launch"),
     Setting("venv", "str", ".venv",
             "The virtualenv scripts/env.sh and scripts/setup.sh use, absolute or "
             "relative to the repository.", scope="tools"),

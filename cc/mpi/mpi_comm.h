@@ -20,9 +20,9 @@ namespace tfdist {
 class OwnedComm {
  public:
   OwnedComm() = default;
-  explicit OwnedComm(MPI_Comm comm) : comm_(comm) {}
+  explicit OwnedComm(MPI_Comm comm);
   ~OwnedComm() { Free(); }
-  OwnedComm(OwnedComm&& other) noexcept : comm_(other.release()) {}
+  OwnedComm(OwnedComm&& other) noexcept;
   OwnedComm& operator=(OwnedComm&& other) noexcept;
   OwnedComm(const OwnedComm&) = delete;
   OwnedComm& operator=(const OwnedComm&) = delete;
@@ -34,6 +34,13 @@ class OwnedComm {
   void Free();
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
+
+// Revokes every live OwnedComm of this process not yet revoked (ULFM
+// MPIX_Comm_revoke; nothing where the MPI lacks it). Called when an MPI call
+// reports a failed peer or a revoked communicator (mpi_error.h), so that
+// every runtime of this process, and through the revoke every peer's,
+// stops promptly. Returns how many it revoked now.
+int RevokeOwnedComms();
 
 // Duplicates `comm` and sets MPI_ERRORS_RETURN on the duplicate; `purpose`
 // names it in an error.

@@ -1,5 +1,7 @@
 #include "cc/mpi/mpi_error.h"
 
+#include "cc/mpi/mpi_comm.h"
+
 #include <atomic>
 
 #if __has_include(<mpi-ext.h>)
@@ -91,6 +93,13 @@ Status MpiError(int code, const char* call, const std::string& during, MPI_Comm 
       "tfdist: " + std::string(call) + " failed during " + during + ": " + MpiErrorText(code);
   if (IsProcessFailure(code)) {
     peer_failure_seen.store(true, std::memory_order_relaxed);
+    // Before anything else: the peers waiting on live ranks learn of it
+    // only through this.
+    RevokeOwnedComms();
+    // A revoke can reach a rank before ULFM's failure detector has told it
+    // who died: the message then says only that a peer failed. (Waiting for
+    // the notice did not help: it often takes longer than is worth delaying
+    // the error, and it staggered the survivors' exits.)
     const std::vector<int> failed = FailedRanks(comm);
     if (!failed.empty()) {
       message += failed.size() == 1 ? "; rank " : "; ranks ";
@@ -99,6 +108,10 @@ Status MpiError(int code, const char* call, const std::string& during, MPI_Comm 
     } else {
       message += "; a peer process failed";
     }
+    message += std::string(" ") + kRanksChangedMarker +
+               " the job's membership changed; inside tfdist.elastic.run the survivors "
+               "rebuild and carry on, otherwise restart the job (tfdistrun --elastic, or "
+               "--restarts with a checkpoint)";
   }
   return Status::Internal(message);
 }

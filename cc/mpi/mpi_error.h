@@ -18,9 +18,19 @@
 
 namespace tfdist {
 
+// What every message of a process failure (or a revoked communicator)
+// contains, so that Python recognises a membership change whatever the
+// error went through (a TF op's error, "tfdist has stopped on this rank
+// ... because: ...") and turns it into tfdist.elastic.RanksChangedError.
+// tfdist/elastic/errors.py holds the same text; docs/elastic.md documents it.
+inline constexpr const char kRanksChangedMarker[] = "[tfdist: ranks changed]";
+
 // Internal: "tfdist: <call> failed during <during>: <MPI's error string>",
 // followed by the failed ranks of `comm` when the error is a process
-// failure and `comm` is not MPI_COMM_NULL.
+// failure and `comm` is not MPI_COMM_NULL. A process failure also revokes
+// every communicator of tfdist in this process (RevokeOwnedComms,
+// mpi_comm.h), so that every rank's runtime stops promptly, and its message
+// carries kRanksChangedMarker and says what to do.
 Status MpiError(int code, const char* call, const std::string& during,
                 MPI_Comm comm = MPI_COMM_NULL);
 

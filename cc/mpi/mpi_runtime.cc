@@ -114,8 +114,8 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
   return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);
 }
 
-bool GuardExitAfterPeerFailure(double seconds) {
-  if (!PeerFailureSeen()) return false;
+bool GuardExitAfterPeerFailure(double seconds, bool joined_after_failure) {
+  if (!PeerFailureSeen() && !joined_after_failure) return false;
   std::thread([seconds] {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     std::fprintf(stderr,

@@ -35,7 +35,10 @@ Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
 // would hang instead of exiting with their error. If a failure was seen,
 // starts a thread that ends the process with exit code 1, saying why on
 // stderr, unless it has ended within `seconds`; returns whether it did.
-bool GuardExitAfterPeerFailure(double seconds);
+// `joined_after_failure`: this process was spawned by elastic recovery to
+// replace a failed rank; its MPI_Finalize can wait for the dead process as
+// well, though it never saw the failure itself.
+bool GuardExitAfterPeerFailure(double seconds, bool joined_after_failure = false);
 
 }  // namespace tfdist
 

@@ -140,8 +140,8 @@ void tfdist_shutdown(const char* why) {
 }
 
 // At exit: bounds MPI_Finalize after a peer failure (mpi_runtime.h).
-int tfdist_guard_exit(double seconds) {
-  return tfdist::GuardExitAfterPeerFailure(seconds) ? 1 : 0;
+int tfdist_guard_exit(double seconds, int joined_after_failure) {
+  return tfdist::GuardExitAfterPeerFailure(seconds, joined_after_failure != 0) ? 1 : 0;
 }
 
 int tfdist_is_initialized() { return tfdist::CurrentRuntime().runtime ? 1 : 0; }

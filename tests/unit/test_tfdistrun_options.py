@@ -14,6 +14,9 @@ import tfdistrun as launcher
     (["-np", "2", "--fusion-threshold-mb", "-1"], "--fusion-threshold-mb must not be negative"),
     (["-np", "2", "--cycle-time-ms", "0"], "--cycle-time-ms must be positive, got 0"),
     (["-np", "2"], "no command to run"),
+    (["-np", "2", "--min-np", "1"], "--min-np needs --elastic"),
+    (["-np", "3", "--elastic", "--min-np", "4"], "--min-np must be between 1 and -np (3), got 4"),
+    (["-np", "3", "--elastic", "--max-np", "2"], "--max-np must be at least -np (3), got 2"),
 ])
 def test_a_wrong_tfdistrun_option_is_named(options, needle, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -21,3 +24,26 @@ def test_a_wrong_tfdistrun_option_is_named(options, needle, capsys):
                                                  or options[1] == "0" else []))
     assert exit_.value.code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_elastic_adds_ulfm_and_the_settings(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(launcher, "build_command",
+                        lambda np, command, **kwargs: (seen.update(kwargs), (["mpirun"], {}))[1])
+    assert launcher.main(["-np", "3", "--elastic", "--min-np", "2", "--dry-run",
+                          "python", "t.py"]) == 0
+    assert seen["mpi_args"][:2] == ["--with-ft", "ulfm"]
+    settings = seen["settings"]
+    assert settings["TFDIST_ELASTIC"] == "1"
+    assert settings["TFDIST_MIN_NP"] == "2"
+    assert settings["TFDIST_MAX_NP"] == "3"  # defaults to -np
+    assert "TFDIST_HOST_DISCOVERY_SCRIPT" not in settings
+
+
+def test_without_elastic_no_fault_tolerance(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(launcher, "build_command",
+                        lambda np, command, **kwargs: (seen.update(kwargs), (["mpirun"], {}))[1])
+    assert launcher.main(["-np", "2", "--dry-run", "python", "t.py"]) == 0
+    assert "--with-ft" not in seen["mpi_args"]
+    assert "TFDIST_ELASTIC" not in seen["settings"]

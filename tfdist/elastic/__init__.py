@@ -1,8 +1,14 @@
-"""Elastic training: ``tfdist.elastic.State``, ``ObjectState``, ``TensorFlowState``.
+"""Elastic training: the job carries on in the same processes when ranks fail or join.
 
-Minimal version from dev/estate (the state part only); helper "elastic"
-adds ``run`` and ``RanksChangedError`` here, and the lead merges the two.
+``run`` (the decorator that recovers), ``RanksChangedError`` (what a
+collective raises when the membership changed), and the state that goes back
+to its last commit and is synced to the new membership: ``State``,
+``ObjectState``, ``TensorFlowState`` (``tfdist.keras.elastic.KerasState`` for
+Keras). docs/elastic.md says how it works and how to use it.
 """
+from tfdist.elastic.errors import ElasticJobError, RanksChangedError
+from tfdist.elastic.run import run
 from tfdist.elastic.state import ObjectState, State, TensorFlowState
 
-__all__ = ["ObjectState", "State", "TensorFlowState"]
+__all__ = ["ElasticJobError", "ObjectState", "RanksChangedError", "State", "TensorFlowState",
+           "run"]

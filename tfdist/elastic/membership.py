@@ -1,0 +1,177 @@
+"""Who is in the job: the communicator tfdist runs over, and rebuilding it after a failure.
+
+Python owns the user-level communicator (mpi4py); the native runtime runs
+on private duplicates of it. After a process failure (ULFM) the survivors
+stop their runtimes without waiting on peers, revoke and shrink this
+communicator, check --min-np, spawn replacements back up to --max-np and
+merge them in (survivors first), then start the runtime again over the new
+communicator. A replacement runs the same command; its ``tfdist.init()``
+finds its parent and joins the merged communicator instead of COMM_WORLD.
+docs/elastic.md describes the whole sequence.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from tfdist import _communicator, runtime
+from tfdist.config import LaunchInfo
+from tfdist.elastic.errors import ElasticJobError
+
+
+class _Recovery:
+    """What this process's last recovery measured."""
+
+    def __init__(self) -> None:
+        #: Seconds each phase of the last recovery took (benchmarks/elastic.py reads it).
+        self.last_phases: Dict[str, float] = {}
+
+
+_current = _Recovery()
+
+
+def ulfm_enabled() -> bool:
+    """Whether MPI runs with its fault tolerance on (``mpirun --with-ft ulfm``)."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true", "yes")
+
+
+def elastic_off_reason(info: Optional[LaunchInfo] = None) -> Optional[str]:
+    """Why elastic recovery is off in this job, or None when it is on."""
+    info = info or LaunchInfo.from_environment()
+    if not info.elastic:
+        return "the job was not started with tfdistrun --elastic"
+    if not ulfm_enabled():
+        return ("MPI's fault tolerance (ULFM) is off: the job was not started with "
+                "mpirun --with-ft ulfm (tfdistrun --elastic adds it), or this MPI lacks it")
+    return None
+
+
+def current_communicator() -> Any:
+    """The communicator the runtime runs over (COMM_WORLD before any init)."""
+    return _communicator.current()
+
+
+def joined_as_replacement() -> bool:
+    """Whether this process was spawned by elastic recovery and joined the survivors."""
+    return _communicator.joined()
+
+
+def last_recovery_phases() -> Dict[str, float]:
+    """Seconds each phase of this process's last recovery took (``stop_runtime``,
+    ``shrink``, ``spawn``, ``rebuild_runtime``, ``sync_state``), and ``detected_at``:
+    the time.time() at which this rank saw the membership change."""
+    return dict(_current.last_phases)
+
+
+def record_phase(name: str, seconds: float) -> None:
+    """Adds a phase of the recovery in progress (run() times the state's sync)."""
+    _current.last_phases[name] = seconds
+
+
+def _spawn_command() -> List[str]:
+    """sys.executable's arguments that run this process's program again."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):  # python -m package.module
+        return ["-m", spec.name] + sys.argv[1:]
+    return [os.path.abspath(sys.argv[0])] + sys.argv[1:]
+
+
+#: What MPI_Comm_spawn's PMIX_ENVAR info adds to a replacement's environment.
+#: The rest it inherits as the first ranks did: mpirun passes the variables it
+#: was told to (-x: tfdistrun forwards every TFDIST_* setting, PATH and
+#: PYTHONPATH) to the processes it spawns later too; an info value is too short
+#: (MPI_MAX_INFO_VAL) to carry them all.
+_REPLACEMENT_ENVIRONMENT = "TFDIST_ELASTIC_REPLACEMENT=1"
+
+
+def _discovered_hosts(script: str, count: int) -> List[str]:
+    """Hosts for ``count`` replacements from a host-discovery script's ``host[:slots]`` lines."""
+    try:
+        output = subprocess.run(shlex.split(script), capture_output=True, text=True,
+                                timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        raise ElasticJobError(f"the host discovery script {script!r} failed: {error}") from None
+    hosts: List[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        host, _, slots = line.partition(":")
+        hosts += [host] * (int(slots) if slots.strip() else 1)
+    if not hosts:
+        raise ElasticJobError(f"the host discovery script {script!r} printed no hosts")
+    return [hosts[i % len(hosts)] for i in range(count)]
+
+
+def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
+            detected_at: Optional[float] = None) -> Any:
+    """Rebuilds the job after a failure; collective over every survivor. Returns the new comm.
+
+    Stops the runtime (without waiting on peers), revokes and shrinks the
+    communicator, checks ``min_np`` (ElasticJobError on every survivor when
+    fewer remain), spawns replacements up to ``max_np`` and merges them in,
+    survivors first, then starts tfdist over the result. ``min_np`` and
+    ``max_np`` default to the launcher's --min-np and --max-np.
+    """
+    from mpi4py import MPI
+
+    info = LaunchInfo.from_environment()
+    min_np = info.min_np if min_np is None else min_np
+    max_np = info.max_np if max_np is None else max_np
+    phases: Dict[str, float] = {"detected_at": time.time() if detected_at is None
+                                else detected_at}
+    start = time.perf_counter()
+
+    runtime.shutdown()  # its communicators are revoked: nothing waits on peers
+    phases["stop_runtime"] = time.perf_counter() - start
+
+    mark = time.perf_counter()
+    old = current_communicator()
+    old.Set_errhandler(MPI.ERRORS_RETURN)
+    try:
+        old.Revoke()
+    except MPI.Exception:
+        pass  # revoked already (by a peer): the same outcome
+    survivors = old.Shrink()
+    survivors.Set_errhandler(MPI.ERRORS_RETURN)
+    # Every survivor has shrunk (a fault-tolerant agreement): none goes on
+    # to spawn with a partner still in the old communicator.
+    survivors.Agree(1)
+    phases["shrink"] = time.perf_counter() - mark
+
+    size = survivors.Get_size()
+    if min_np is not None and size < min_np:
+        raise ElasticJobError(
+            f"tfdist.elastic: only {size} rank(s) survived, fewer than --min-np {min_np}; the "
+            f"job cannot continue (this was rank {old.Get_rank()} before the failure). Restart "
+            "it, from a checkpoint if one was saved, with enough hosts.")
+
+    mark = time.perf_counter()
+    missing = max(0, (max_np or 0) - size)
+    if missing > 0:
+        spawn_info = MPI.Info.Create()
+        spawn_info.Set("PMIX_ENVAR", _REPLACEMENT_ENVIRONMENT)
+        spawn_info.Set("wdir", os.getcwd())
+        if info.host_discovery_script and survivors.Get_rank() == 0:
+            spawn_info.Set("host", ",".join(_discovered_hosts(info.host_discovery_script,
+                                                              missing)))
+        intercomm = survivors.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
+                                    info=spawn_info, root=0)
+        spawn_info.Free()
+        intercomm.Set_errhandler(MPI.ERRORS_RETURN)
+        merged = intercomm.Merge(high=False)  # survivors first
+        merged.Set_errhandler(MPI.ERRORS_RETURN)
+    else:
+        merged = survivors
+    phases["spawn"] = time.perf_counter() - mark
+
+    mark = time.perf_counter()
+    runtime.init(merged)
+    phases["rebuild_runtime"] = time.perf_counter() - mark
+    _current.last_phases = phases
+    return merged
