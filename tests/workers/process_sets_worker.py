@@ -378,7 +378,8 @@ def _train(process_set, set_rank, data_seed):
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh"),
                               keras.layers.Dense(1)])
     # A different start on each rank: the broadcast must make them equal.
-    model.set_weights([w + 0.01 * tfdist.rank() for w in model.get_weights()])
+    from mpi4py import MPI
+    model.set_weights([w + 0.01 * MPI.COMM_WORLD.rank for w in model.get_weights()])
     optimizer = tfdist.keras.DistributedOptimizer(keras.optimizers.SGD(0.05, momentum=0.9),
                                                   process_set=process_set)
     model.compile(optimizer=optimizer, loss="mse")
