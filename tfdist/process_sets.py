@@ -311,22 +311,51 @@ def registered() -> List[ProcessSet]:
 def _require_initialized(what: str) -> None:
     if _registry.comm is None or not runtime.is_initialized():
         raise runtime.NotInitializedError(
-            f"tfdist is not initialized: call tfdist.init() before tfdist.{what}")
+            f"tfdist is not initialized: call tfdist.init() before tfdist.{what} "
+            "(tfdist.runtime.init() alone starts no process set registry)")
 
 
-def started(comm: Any, process_sets: Optional[Sequence[ProcessSet]]) -> None:
-    """Called by ``tfdist.init()`` once the global set runs: registers ``process_sets``."""
-    _registry.comm = comm.Dup()
+def init(comm: Any = None, process_sets: Optional[Sequence[ProcessSet]] = None,
+         **settings: Any) -> None:
+    """Starts tfdist on every process of ``comm`` (an mpi4py communicator; default COMM_WORLD).
+
+    ``tfdist.init``: ``tfdist.runtime.init`` (see there for ``settings``), then
+    registers ``process_sets`` (``tfdist.ProcessSet`` objects, the same on
+    every rank, in the same order) as ``add_process_set`` would. Collective.
+    Calling it again while initialized does nothing.
+    """
+    if process_sets is not None and (isinstance(process_sets, (str, bytes, ProcessSet)) or
+                                     not hasattr(process_sets, "__iter__")):
+        raise TypeError("process_sets must be a list of tfdist.ProcessSet, got "
+                        f"{process_sets!r} ({type(process_sets).__name__})")
+    if runtime.is_initialized():
+        return
+    runtime.init(comm, **settings)
+    from mpi4py import MPI
+    # Sets of an earlier runtime (stopped without tfdist.shutdown) are gone with it.
+    _registry.sets.clear()
+    _free(_registry.comm)
+    _registry.comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
     for process_set in process_sets or ():
         add_process_set(process_set)
 
 
-def stopped() -> None:
-    """Called by ``tfdist.shutdown()``: forgets every set (the library stops their runtimes)."""
+def shutdown() -> None:
+    """Stops the runtime, every process set's too (``tfdist.shutdown``).
+
+    Collectives still waiting fail; later ones raise until ``init()``, and
+    process sets must be added again after it.
+    """
     _registry.sets.clear()
     comm, _registry.comm = _registry.comm, None
-    if comm is not None:
-        try:
-            comm.Free()
-        except Exception:  # pylint: disable=broad-except  # MPI may be finalized or broken
-            pass
+    runtime.shutdown()
+    _free(comm)
+
+
+def _free(comm: Any) -> None:
+    if comm is None:
+        return
+    try:
+        comm.Free()
+    except Exception:  # pylint: disable=broad-except  # MPI may be finalized or broken
+        pass

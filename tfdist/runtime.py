@@ -21,22 +21,16 @@ class InitError(RuntimeError):
     """The runtime could not start; the message says why."""
 
 
-def init(comm: Any = None, process_sets: Optional[List[Any]] = None, **settings: Any) -> None:
+def init(comm: Any = None, **settings: Any) -> None:
     """Starts tfdist on every process of ``comm`` (an mpi4py communicator; default COMM_WORLD).
 
-    Collective: every rank must call it. ``process_sets`` (``tfdist.ProcessSet``
-    objects, the same on every rank) are registered once the global set runs,
-    as ``tfdist.add_process_set`` would. Keyword arguments override the
+    Collective: every rank must call it. Keyword arguments override the
     TFDIST_* environment variables (see ``tfdist.config.RuntimeSettings``),
     e.g. ``init(fusion_threshold=0)``. Calling it again while initialized does
     nothing.
     """
     if is_initialized():
         return
-    if process_sets is not None and (isinstance(process_sets, (str, bytes)) or
-                                     not hasattr(process_sets, "__iter__")):
-        raise TypeError("process_sets must be a list of tfdist.ProcessSet, got "
-                        f"{process_sets!r} ({type(process_sets).__name__})")
     config = RuntimeSettings.from_environment(**settings)
     from mpi4py import MPI  # initializes MPI (THREAD_MULTIPLE) if nobody has
 
@@ -51,9 +45,6 @@ def init(comm: Any = None, process_sets: Optional[List[Any]] = None, **settings:
     if code != 0:
         raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
     _register_exit_handler()
-    from tfdist import process_sets as _process_sets  # imports this module
-
-    _process_sets.started(comm, process_sets)
 
 
 def _register_exit_handler() -> None:
@@ -65,11 +56,7 @@ def _register_exit_handler() -> None:
 
 
 def shutdown() -> None:
-    """Stops the runtime, every process set's too. Collectives still waiting fail; later
-    ones raise until init(), and process sets must be added again after it."""
-    from tfdist import process_sets as _process_sets  # imports this module
-
-    _process_sets.stopped()
+    """Stops the runtime. Collectives still waiting fail; later ones raise until init()."""
     if _library.LIBRARY_PATH.exists():
         _library.control().tfdist_shutdown(None)
 
