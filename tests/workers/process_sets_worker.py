@@ -409,12 +409,13 @@ def two_replicas_match_separate_runs(rank, size):
     reference, reference_losses = _train(None, tfdist.rank(), data_seed=rank // 2)
     tfdist.shutdown()
     pair.Free()
+    # Collective first, so that a failing assertion below cannot leave a rank in it.
+    every = MPI.COMM_WORLD.allgather(weights[0].tobytes())
     assert losses == reference_losses, (losses, reference_losses)
     for got, expected in zip(weights, reference):
         np.testing.assert_array_equal(got, expected)
-    # The two replicas trained different data: their weights differ.
-    other = MPI.COMM_WORLD.allgather(weights[0].tobytes())
-    assert other[0] == other[1] and other[2] == other[3] and other[0] != other[2]
+    # Each set's replicas agree, and the two sets trained different data.
+    assert every[0] == every[1] and every[2] == every[3] and every[0] != every[2]
 
 
 def body():
