@@ -91,9 +91,11 @@ def measure(blocks: int, calls: Dict[int, int]) -> Dict[str, Any]:
 def summary(document: Dict[str, Any]) -> str:
     """Time per allreduce on ranks 0 and 1, in the set and in the 2-rank job."""
     us = document["microseconds"]
-    lines = [f"{document['blocks']} blocks of each; median over blocks of the mean per call", "",
-             "| bytes | set [0, 1] of a 4-rank job (µs) | 2-rank job (µs) | set / job |",
-             "|---|---|---|---|"]
+    lines = [f"{document['blocks']} blocks of each; median over blocks of the mean per call", ""]
+    if document.get("note"):  # how the machine was when measured, added by hand
+        lines += [f"Note: {document['note']}", ""]
+    lines += ["| bytes | set [0, 1] of a 4-rank job (µs) | 2-rank job (µs) | set / job |",
+              "|---|---|---|---|"]
     for size in us["set_of_4"]:
         lines.append(f"| {int(size):,} | {us['set_of_4'][size]:.1f} | {us['job_of_2'][size]:.1f} "
                      f"| {document['ratio_set_vs_job'][size]:.2f} |")

@@ -75,9 +75,13 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   TFDIST_RETURN_IF_ERROR(DiscoverTopology(*mpi->control_plane, ProcessorName(),
                                           /*virtual_hosts=*/0, &machine));
   // More ranks on this node than cores (mpirun --oversubscribe): waiting
-  // ranks must yield their core to the peers they wait for.
-  const unsigned cores = std::thread::hardware_concurrency();
-  SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
+  // ranks must yield their core to the peers they wait for. Decided by the
+  // global set, which counts every process on the machine: a process set's
+  // members (fewer) share the cores with the rest of the job all the same.
+  if (inherited == nullptr) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
+  }
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
   TFDIST_RETURN_IF_ERROR(
