@@ -21,14 +21,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Adasum", "Average", "ConfigError", "InitError", "Max", "Min", "NotInitializedError",
-    "PartialDistributedGradientTape", "Product", "ReduceOp", "RuntimeSettings", "Sum",
-    "algorithm_for", "allgather", "allgather_object", "allreduce", "alltoall", "barrier",
-    "broadcast", "broadcast_object", "broadcast_variables", "cross_rank", "cross_size",
-    "default_num_groups", "grouped_allgather", "grouped_allreduce", "grouped_reducescatter",
-    "init", "is_initialized", "is_local_variable", "join", "link_cost", "local_rank",
-    "local_rank_op", "local_size",
-    "local_size_op", "rank", "rank_op", "reducescatter", "shutdown", "size", "size_op",
-    "stats",
+    "PartialDistributedGradientTape", "ProcessSet", "Product", "ReduceOp", "RuntimeSettings",
+    "Sum", "add_process_set", "algorithm_for", "allgather", "allgather_object", "allreduce",
+    "alltoall", "barrier", "broadcast", "broadcast_object", "broadcast_variables",
+    "cross_rank", "cross_size", "default_num_groups", "global_process_set",
+    "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
+    "is_initialized", "is_local_variable", "join", "link_cost", "local_rank", "local_rank_op",
+    "local_size", "local_size_op", "rank", "rank_op", "reducescatter", "remove_process_set",
+    "shutdown", "size", "size_op", "stats",
 ]
 # Public beyond __all__ (not re-exported by ``from tfdist import *``).
 _ALSO_PUBLIC = ("Compression", "DistributedGradientTape", "checkpoint", "elastic")

@@ -14,10 +14,12 @@ from tfdist.ops import (Adasum, Average, Max, Min, Product, ReduceOp, Sum, allga
                         grouped_reducescatter, local_rank_op, local_size_op, rank_op,
                         reducescatter, size_op)
 from tfdist.collectives import allreduce, grouped_allreduce
+from tfdist.process_sets import (ProcessSet, add_process_set, global_process_set, init,
+                                 remove_process_set, shutdown)
 from tfdist.compression import Compression  # noqa: F401
 from tfdist.runtime import (InitError, NotInitializedError, algorithm_for, cross_rank,
-                            cross_size, init, is_initialized, link_cost, local_rank,
-                            local_size, rank, shutdown, size, stats)
+                            cross_size, is_initialized, link_cost, local_rank,
+                            local_size, rank, size, stats)
 from tfdist.gradient_tape import (DistributedGradientTape,  # noqa: F401
                                   PartialDistributedGradientTape, default_num_groups)
 from tfdist.local_variables import is_local as is_local_variable

@@ -79,8 +79,8 @@ def _entry_point():
     function = lib.tfdist_eager_allreduce
     function.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
                          ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                         ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_char_p,
-                         ctypes.c_int]
+                         ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
+                         ctypes.c_char_p, ctypes.c_int]
     function.restype = ctypes.c_int
     return function
 
@@ -105,7 +105,7 @@ def _eligible(tensor) -> bool:
 
 
 def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
-              postscale: float) -> Optional[tf.Tensor]:
+              postscale: float, process_set_id: int = 0) -> Optional[tf.Tensor]:
     """The allreduce done without the op, or None when the op must be used.
 
     ``op`` is a valid reduce_op code (the caller checks). Anything unusual (a
@@ -122,8 +122,8 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
     dtype = tensor._datatype_enum()
     code = _entry_point()(_encoded(name), _CORE_DTYPE[dtype],
                           _shape_array(source.shape), source.ndim, _address(source),
-                          _address(result), int(op), float(prescale), float(postscale), 0, error,
-                          _ERROR_BYTES)
+                          _address(result), int(op), float(prescale), float(postscale), 0,
+                          process_set_id, error, _ERROR_BYTES)
     if code != 0:
         message = error.value.decode(errors="replace")
         raise _error_class(code)(None, None, message)

@@ -83,6 +83,15 @@ def control() -> ctypes.CDLL:
     lib.tfdist_network_cost.restype = ctypes.c_int64
     lib.tfdist_predict_allreduce_seconds.argtypes = [ctypes.c_int, ctypes.c_uint64]
     lib.tfdist_predict_allreduce_seconds.restype = ctypes.c_double
+    lib.tfdist_add_process_set.argtypes = [ctypes.c_int, ctypes.c_size_t,
+                                           ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                           ctypes.c_char_p, ctypes.c_int]
+    lib.tfdist_add_process_set.restype = ctypes.c_int
+    lib.tfdist_remove_process_set.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.tfdist_remove_process_set.restype = ctypes.c_int
+    lib.tfdist_process_set_topology.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+                                                ctypes.POINTER(ctypes.c_int)]
+    lib.tfdist_process_set_topology.restype = ctypes.c_int
     return lib
 
 

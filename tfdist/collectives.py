@@ -14,11 +14,13 @@ import tensorflow as tf
 
 from tfdist import _arguments, compression as _compression, ops
 from tfdist.ops import Average, ReduceOp
+from tfdist.process_sets import ProcessSet, check_compressed_set
 
 
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              algorithm: Optional[str] = None, compression: Any = None) -> tf.Tensor:
+              algorithm: Optional[str] = None, compression: Any = None,
+              process_set: Optional[ProcessSet] = None) -> tf.Tensor:
     """Combines ``tensor`` across all ranks; every rank gets the result.
 
     ``op`` is one of Sum, Average (default), Min, Max, Product, or Adasum
@@ -32,25 +34,31 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
     Sum or Average only; or its name, "fp16") changes what crosses the network;
     ``name`` keys the per-tensor state of compressors that keep some.
+    ``process_set`` (a registered ``tfdist.ProcessSet``; None: the global set)
+    limits it to the set's ranks (compressors: none, fp16 and bf16 only).
     """
     if compression is None:
-        return ops.allreduce(tensor, op, name, prescale_factor, postscale_factor, algorithm)
+        return ops.allreduce(tensor, op, name, prescale_factor, postscale_factor, algorithm,
+                             process_set)
     op = ops._checked(op, name, prescale_factor, postscale_factor)
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
     ops._check_adasum_algorithm(op, algorithm)
     compressor = _compression.as_compressor(compression)
     _compression.check_compression(compressor, op, algorithm)
+    check_compressed_set(compressor, process_set, "tfdist.allreduce")
+    extra = {} if process_set is None else {"process_set": process_set}
     return compressor.allreduce([tensor], [name or ""], op=ReduceOp(op),
                                 prescale_factor=prescale_factor,
-                                postscale_factor=postscale_factor)[0]
+                                postscale_factor=postscale_factor, **extra)[0]
 
 
 def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                       name: Optional[str] = None, prescale_factor: float = 1.0,
                       postscale_factor: float = 1.0,
                       algorithm: Optional[str] = None,
-                      compression: Any = None) -> List[tf.Tensor]:
+                      compression: Any = None,
+                      process_set: Optional[ProcessSet] = None) -> List[tf.Tensor]:
     """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
 
     The tensors are handed to the runtime together, so they are negotiated in
@@ -58,10 +66,11 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
     tensor may have its own dtype and shape. ``compression`` as in
     ``allreduce``; tensor i's per-tensor state is keyed ``"<name>.<i>"``.
+    ``process_set`` as in ``allreduce``.
     """
     if compression is None:
         return ops.grouped_allreduce(tensors, op, name, prescale_factor, postscale_factor,
-                                     algorithm)
+                                     algorithm, process_set)
     op = ops._checked(op, name, prescale_factor, postscale_factor)
     if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
             tensors, "__iter__"):
@@ -73,9 +82,11 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     compressor = _compression.as_compressor(compression)
     _compression.check_compression(compressor, op, algorithm)
+    check_compressed_set(compressor, process_set, "tfdist.grouped_allreduce")
     if not tensors:
         return []
+    extra = {} if process_set is None else {"process_set": process_set}
     return compressor.allreduce(
         tensors, [f"{name}.{i}" if name else "" for i in range(len(tensors))],
         op=ReduceOp(op), prescale_factor=prescale_factor,
-        postscale_factor=postscale_factor, group_name=name or "")
+        postscale_factor=postscale_factor, group_name=name or "", **extra)

@@ -1,8 +1,9 @@
 """Collective helpers built from tfdist's own ops: variables, Python objects, join.
 
-Every function here is collective: all ranks must call it, the same number of
-times and in the same order (each call takes the next number of a
-per-process sequence, and that number names its tensors across ranks).
+Every function here is collective: all ranks (of its process set) must call
+it, the same number of times and in the same order (each call takes the next
+number of a per-process sequence of its set, and that number names its
+tensors across the set's ranks).
 Python objects travel pickled, as uint8 tensors, with their sizes sent first.
 """
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import itertools
 import pickle
 import threading
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from tfdist import _arguments, ops, runtime
 from tfdist.local_variables import is_local
+from tfdist.process_sets import ProcessSet, process_set_id
 
 class _Sequence:
     """Numbers the helpers' calls; restarted by join() on every rank alike."""
@@ -34,15 +36,21 @@ class _Sequence:
             self._counter = itertools.count()
 
 
-_sequence = _Sequence()
+# One per process set (by id): ranks outside a set make none of its calls.
+_sequences: Dict[int, _Sequence] = {}
 
 
-def _next_name(kind: str) -> str:
-    """A name for the next call of ``kind``, the same on every rank."""
-    return f"tfdist.{kind}.{_sequence.next()}"
+def _sequence_of(set_id: int) -> _Sequence:
+    return _sequences.setdefault(set_id, _Sequence())
 
 
-def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) -> None:
+def _next_name(kind: str, process_set: Optional[ProcessSet] = None) -> str:
+    """A name for the next call of ``kind`` on ``process_set``, the same on its ranks."""
+    return f"tfdist.{kind}.{_sequence_of(process_set_id(process_set, kind)).next()}"
+
+
+def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0,
+                        process_set: Optional[ProcessSet] = None) -> None:
     """Assigns ``root_rank``'s values to ``variables`` (TensorFlow or Keras) on every rank.
 
     Typically called once after the model and optimizer are built, so that all
@@ -55,6 +63,9 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
     (``register_local_var``, ``local_layers=``): its value is meant to differ
     between ranks, and the root's would overwrite it. Leave local variables
     out (``tfdist.is_local_variable``), or broadcast before registering them.
+
+    ``process_set``: only its ranks take part; ``root_rank`` is a global rank
+    in the set.
     """
     if isinstance(variables, (tf.Variable, tf.Tensor)) or not hasattr(variables, "__iter__"):
         raise TypeError("variables must be a list of variables (e.g. model.variables), got "
@@ -68,7 +79,7 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
             f"{root_rank}'s. Leave them out, e.g. [v for v in variables if not "
             "tfdist.is_local_variable(v)], or broadcast before registering them")
     _arguments.rank(root_rank, "root_rank", runtime.size())
-    base = _next_name("broadcast_variables")
+    base = _next_name("broadcast_variables", process_set)
     by_dtype: Dict[tf.DType, List[tf.Variable]] = {}
     for variable in variables:  # tf.Variable (DType) or Keras 3 Variable (dtype name)
         by_dtype.setdefault(tf.as_dtype(variable.dtype).base_dtype, []).append(variable)
@@ -76,7 +87,8 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0) ->
     for dtype in sorted(by_dtype, key=lambda d: d.name):
         group = by_dtype[dtype]
         flat = tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in group], axis=0)
-        received = ops.broadcast(flat, root_rank=root_rank, name=f"{base}.{dtype.name}")
+        received = ops.broadcast(flat, root_rank=root_rank, name=f"{base}.{dtype.name}",
+                                 process_set=process_set)
         sizes = [int(np.prod(tf.TensorShape(v.shape).as_list(), dtype=np.int64))
                  for v in group]
         for variable, part in zip(group, tf.split(received, sizes, num=len(sizes))):
@@ -88,43 +100,48 @@ def _to_bytes_tensor(obj: Any) -> tf.Tensor:
                                      dtype=np.uint8))
 
 
-def broadcast_object(obj: Any, root_rank: int = 0) -> Any:
-    """Returns ``root_rank``'s ``obj`` (any picklable object) on every rank.
+def broadcast_object(obj: Any, root_rank: int = 0,
+                     process_set: Optional[ProcessSet] = None) -> Any:
+    """Returns ``root_rank``'s ``obj`` (any picklable object) on every rank (of
+    ``process_set``; ``root_rank`` is a global rank in it).
 
     Only the root's ``obj`` is used; the other ranks may pass None. Eager only.
     Unpickling runs arbitrary code: use it only between processes of one job.
     """
     _arguments.rank(root_rank, "root_rank", runtime.size())
-    base = _next_name("broadcast_object")
+    base = _next_name("broadcast_object", process_set)
     is_root = runtime.rank() == root_rank
     payload = _to_bytes_tensor(obj) if is_root else None
     size = tf.constant([payload.shape[0] if is_root else 0], dtype=tf.int64)
-    size = int(ops.broadcast(size, root_rank=root_rank, name=f"{base}.size").numpy()[0])
+    size = int(ops.broadcast(size, root_rank=root_rank, name=f"{base}.size",
+                             process_set=process_set).numpy()[0])
     if not is_root:
         payload = tf.zeros([size], dtype=tf.uint8)
-    received = ops.broadcast(payload, root_rank=root_rank, name=f"{base}.data")
+    received = ops.broadcast(payload, root_rank=root_rank, name=f"{base}.data",
+                             process_set=process_set)
     if is_root:
         return obj
     return pickle.loads(received.numpy().tobytes())
 
 
-def allgather_object(obj: Any) -> List[Any]:
-    """Returns every rank's ``obj`` (any picklable object), as a list in rank order.
+def allgather_object(obj: Any, process_set: Optional[ProcessSet] = None) -> List[Any]:
+    """Returns every rank's ``obj`` (any picklable object), as a list in rank order
+    (of ``process_set``'s ranks when given).
 
     Eager only. Unpickling runs arbitrary code: use it only between processes
     of one job.
     """
-    base = _next_name("allgather_object")
+    base = _next_name("allgather_object", process_set)
     payload = _to_bytes_tensor(obj)
     sizes = ops.allgather(tf.constant([payload.shape[0]], dtype=tf.int64),
-                          name=f"{base}.sizes").numpy()
-    data = ops.allgather(payload, name=f"{base}.data").numpy()
+                          name=f"{base}.sizes", process_set=process_set).numpy()
+    data = ops.allgather(payload, name=f"{base}.data", process_set=process_set).numpy()
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     return [pickle.loads(data[offsets[r]:offsets[r + 1]].tobytes())
             for r in range(len(sizes))]
 
 
-def join() -> int:
+def join(process_set: Optional[ProcessSet] = None) -> int:
     """Marks this rank as out of data; returns, once every rank has joined, the rank that joined last.
 
     For uneven data (Horovod's ``join``): a rank that runs out of batches
@@ -141,10 +158,12 @@ def join() -> int:
     join the ranks learned of last (of several at once, the highest). After
     a join every rank restarts the numbering of unnamed eager collectives and
     of these helpers, which the ranks still training advanced further. Eager
-    only.
+    only. With ``process_set`` all of this happens within the set (the
+    result is still a global rank).
     """
     if not tf.executing_eagerly():
         raise RuntimeError("tfdist.join() runs eagerly only: call it outside tf.function")
-    last = int(ops.join().numpy())
-    _sequence.restart()
-    return last
+    set_id = process_set_id(process_set, "join")
+    last = int(ops.join(process_set).numpy())
+    _sequence_of(set_id).restart()
+    return last if set_id == 0 else process_set.ranks[last]

@@ -29,6 +29,7 @@ import tensorflow as tf
 from tfdist import _arguments, ops, runtime
 from tfdist.compression import Compression, Compressor, as_compressor
 from tfdist.local_variables import LocalVariables
+from tfdist.process_sets import ProcessSet, check_compressed_set, process_set_id, size_of
 
 
 def _label(variable) -> str:
@@ -68,22 +69,25 @@ def validate_reduction(op: ops.ReduceOp, gradient_predivide_factor: float,
         raise ValueError("num_groups must be >= 0 (or None for the default)")
 
 
-def _reduction(op: ops.ReduceOp, predivide: float) -> tuple:
-    """(op, prescale, postscale) for the runtime, given a valid op and predivide factor."""
+def _reduction(op: ops.ReduceOp, predivide: float, ranks: int) -> tuple:
+    """(op, prescale, postscale) for the runtime, given a valid op and predivide factor,
+    over ``ranks`` ranks."""
     if predivide != 1.0:
-        return ops.Sum, 1.0 / predivide, predivide / runtime.size()
+        return ops.Sum, 1.0 / predivide, predivide / ranks
     return op, 1.0, 1.0
 
 
 def _gather_sparse(gradient: tf.IndexedSlices, name: str, op: ops.ReduceOp,
-                   compression: Compressor) -> tf.IndexedSlices:
+                   compression: Compressor,
+                   process_set: Optional[ProcessSet] = None) -> tf.IndexedSlices:
     # Every rank's rows, concatenated: applying them adds up the ranks'
     # contributions row by row, which is the sum; divide for the average.
     values, context = compression.compress(gradient.values)
-    values = compression.decompress(ops.allgather(values, name=f"{name}.values"), context)
-    indices = ops.allgather(gradient.indices, name=f"{name}.indices")
+    values = compression.decompress(
+        ops.allgather(values, name=f"{name}.values", process_set=process_set), context)
+    indices = ops.allgather(gradient.indices, name=f"{name}.indices", process_set=process_set)
     if op == ops.Average:
-        values = values / tf.cast(runtime.size(), values.dtype)
+        values = values / tf.cast(size_of(process_set), values.dtype)
     elif op != ops.Sum:
         raise ValueError(f"sparse gradients can only be summed or averaged, not {op.name}")
     return tf.IndexedSlices(values, indices, gradient.dense_shape)
@@ -111,25 +115,32 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
                         compression: Compressor = Compression.none,
                         sparse_as_dense: bool = False,
                         gradient_predivide_factor: float = 1.0,
-                        num_groups: Optional[int] = None) -> List[Optional[tf.Tensor]]:
+                        num_groups: Optional[int] = None,
+                        process_set: Optional[ProcessSet] = None) -> List[Optional[tf.Tensor]]:
     """Returns the gradients combined across ranks (averaged by default).
 
     ``variables`` (same length as ``gradients``, or None) only name the
     collectives. ``num_groups`` > 0 splits the dense gradients into that many
     contiguous groups, each submitted as one grouped allreduce; 0 submits
     them one by one (the runtime fuses small ones either way); None (the
-    default) is ``default_num_groups()``.
+    default) is ``default_num_groups()``. ``process_set`` (a registered
+    ``tfdist.ProcessSet``; None: the global set) combines them over its ranks
+    only.
     Works eagerly and inside ``tf.function``. With one rank, returns the
     gradients unchanged (no collective is needed).
     """
     validate_reduction(op, gradient_predivide_factor, num_groups)
+    check_compressed_set(compression, process_set, "allreduce_gradients")
+    extra = {} if process_set is None else {"process_set": process_set}
+    ranks = size_of(process_set)
     gradients = list(gradients)
-    if runtime.size() == 1 and gradient_predivide_factor == 1.0:
+    if ranks == 1 and gradient_predivide_factor == 1.0:
         return [None if g is None else (tf.convert_to_tensor(g) if sparse_as_dense and
                                         isinstance(g, tf.IndexedSlices) else g)
                 for g in gradients]
     names = gradient_names(variables, len(gradients), prefix)
-    reduce_op, prescale, postscale = _reduction(ops.ReduceOp(op), gradient_predivide_factor)
+    reduce_op, prescale, postscale = _reduction(ops.ReduceOp(op), gradient_predivide_factor,
+                                                ranks)
     result: List[Optional[tf.Tensor]] = [None] * len(gradients)
     dense_indices: List[int] = []
     for i, gradient in enumerate(gradients):
@@ -139,7 +150,8 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
             if sparse_as_dense:
                 gradients[i] = tf.convert_to_tensor(gradient)
             else:
-                result[i] = _gather_sparse(gradient, names[i], ops.ReduceOp(op), compression)
+                result[i] = _gather_sparse(gradient, names[i], ops.ReduceOp(op), compression,
+                                           process_set)
                 continue
         dense_indices.append(i)
 
@@ -151,13 +163,13 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
             reduced = compression.allreduce(
                 [gradients[i] for i in group], [names[i] for i in group], op=reduce_op,
                 prescale_factor=prescale, postscale_factor=postscale,
-                group_name=f"{prefix}.group{number}of{len(groups)}")
+                group_name=f"{prefix}.group{number}of{len(groups)}", **extra)
             for i, value in zip(group, reduced):
                 result[i] = value
     elif dense_indices:
         reduced = compression.allreduce(
             [gradients[i] for i in dense_indices], [names[i] for i in dense_indices],
-            op=reduce_op, prescale_factor=prescale, postscale_factor=postscale)
+            op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, **extra)
         for i, value in zip(dense_indices, reduced):
             result[i] = value
     return result
@@ -188,10 +200,11 @@ def allreduce_shared_gradients(gradients: Sequence[Optional[tf.Tensor]],
     result = list(gradients)
     for i, value in zip(shared, reduced):
         result[i] = value
-    if scale_local_gradients and ops.ReduceOp(op) == ops.Average and runtime.size() > 1:
+    ranks = size_of(settings.get("process_set"))
+    if scale_local_gradients and ops.ReduceOp(op) == ops.Average and ranks > 1:
         for i, flag in enumerate(flags):
             if flag and result[i] is not None:
-                result[i] = _divided(result[i], runtime.size())
+                result[i] = _divided(result[i], ranks)
     return result
 
 
@@ -231,13 +244,17 @@ class DistributedGradientTape:
     by the number of ranks when ``scale_local_gradients`` and
     ``op=Average`` (Horovod's rule). Every rank must register the same
     variables.
+
+    ``process_set`` (a registered ``tfdist.ProcessSet``) averages over its
+    ranks only: e.g. one model replica per set.
     """
 
     def __init__(self, tape: tf.GradientTape, op: ops.ReduceOp = ops.Average,
                  compression: Compressor = Compression.none, sparse_as_dense: bool = False,
                  gradient_predivide_factor: float = 1.0, num_groups: Optional[int] = None,
                  name: str = "tfdist.tape", local_layers: Any = None,
-                 scale_local_gradients: bool = True) -> None:
+                 scale_local_gradients: bool = True,
+                 process_set: Optional[ProcessSet] = None) -> None:
         if not isinstance(tape, tf.GradientTape):
             raise TypeError("tape must be a tf.GradientTape (used as `with tf.GradientTape() "
                             f"as tape:`), got {type(tape).__name__}")
@@ -248,6 +265,9 @@ class DistributedGradientTape:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
         validate_reduction(op, gradient_predivide_factor, num_groups)
         _arguments.boolean(scale_local_gradients, "scale_local_gradients")
+        process_set_id(process_set, "DistributedGradientTape")  # registered, or TypeError
+        check_compressed_set(compression, process_set, "DistributedGradientTape")
+        self._process_set = process_set
         self._local = LocalVariables(local_layers)
         self._scale_local_gradients = scale_local_gradients
         self._tape = tape
@@ -269,7 +289,8 @@ class DistributedGradientTape:
             flat_local, flat_sources, self._local, self._scale_local_gradients,
             prefix=self._name, op=self._op,
             compression=self._compression, sparse_as_dense=self._sparse_as_dense,
-            gradient_predivide_factor=self._predivide, num_groups=self._num_groups)
+            gradient_predivide_factor=self._predivide, num_groups=self._num_groups,
+            process_set=self._process_set)
         return tf.nest.pack_sequence_as(local, reduced) if local is not None else None
 
     def register_local_var(self, variable) -> None:

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfdist import ops, runtime
+from tfdist import ops
+from tfdist.process_sets import ProcessSet, by_id
+
+
+def _set(op: tf.Operation) -> ProcessSet:
+    """The process set ``op`` ran on: its gradient runs on the same one."""
+    return by_id(op.get_attr("process_set_id"))
 
 
 def _derived_name(op: tf.Operation, suffix: str):
@@ -24,7 +30,8 @@ def _allreduce_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     return ops.allreduce_with_cast(grad, op=reduce_op, name=_derived_name(op, "grad"),
                                    prescale_factor=float(op.get_attr("prescale_factor")),
                                    postscale_factor=float(op.get_attr("postscale_factor")),
-                                   cast_code=op.get_attr("compression"))
+                                   cast_code=op.get_attr("compression"),
+                                   process_set=_set(op))
 
 
 @tf.RegisterGradient("TfdistAllgather")
@@ -32,10 +39,10 @@ def _allgather_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     # Every rank's output holds this rank's rows: their gradient is the sum of
     # all ranks' gradients for those rows.
     name = _derived_name(op, "grad")
-    summed = ops.allreduce(grad, op=ops.Sum, name=name)
+    summed = ops.allreduce(grad, op=ops.Sum, name=name, process_set=_set(op))
     rows = tf.shape(op.inputs[0], out_type=tf.int64)[:1]
-    all_rows = ops.allgather(rows, name=f"{name}/rows" if name else None)
-    start = tf.reduce_sum(all_rows[:runtime.rank()])
+    all_rows = ops.allgather(rows, name=f"{name}/rows" if name else None, process_set=_set(op))
+    start = tf.reduce_sum(all_rows[:_set(op).rank()])
     return summed[start:start + rows[0]]
 
 
@@ -43,8 +50,9 @@ def _allgather_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
 def _broadcast_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     # Only the root's input reaches the outputs: it gets the sum of all
     # ranks' gradients, the other ranks' inputs get zero.
-    summed = ops.allreduce(grad, op=ops.Sum, name=_derived_name(op, "grad"))
-    if runtime.rank() == op.get_attr("root_rank"):
+    summed = ops.allreduce(grad, op=ops.Sum, name=_derived_name(op, "grad"),
+                           process_set=_set(op))
+    if _set(op).rank() == op.get_attr("root_rank"):  # both within the set
         return summed
     return tf.zeros_like(summed)
 
@@ -60,15 +68,16 @@ def _grouped_allreduce_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
     return ops.grouped_allreduce_with_cast(grads, op=reduce_op, name=_derived_name(op, "grad"),
                                            prescale_factor=float(op.get_attr("prescale_factor")),
                                            postscale_factor=float(op.get_attr("postscale_factor")),
-                                           cast_code=op.get_attr("compression"))
+                                           cast_code=op.get_attr("compression"),
+                                   process_set=_set(op))
 
 
 def _rows_start(op: tf.Operation, index: int, name):
     """This rank's rows of allgather input ``index``: where they start in the output, and how
     many there are."""
     rows = tf.shape(op.inputs[index], out_type=tf.int64)[:1]
-    all_rows = ops.allgather(rows, name=f"{name}/rows" if name else None)
-    return tf.reduce_sum(all_rows[:runtime.rank()]), rows[0]
+    all_rows = ops.allgather(rows, name=f"{name}/rows" if name else None, process_set=_set(op))
+    return tf.reduce_sum(all_rows[:_set(op).rank()]), rows[0]
 
 
 @tf.RegisterGradient("TfdistGroupedAllgather")
@@ -77,7 +86,7 @@ def _grouped_allgather_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
     # rank's rows; the sums go as one grouped allreduce.
     name = _derived_name(op, "grad")
     grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
-    summed = ops.grouped_allreduce(grads, op=ops.Sum, name=name)
+    summed = ops.grouped_allreduce(grads, op=ops.Sum, name=name, process_set=_set(op))
     result = []
     for i, total in enumerate(summed):
         start, rows = _rows_start(op, i, f"{name}/{i}" if name else None)
@@ -93,7 +102,7 @@ def _reducescatter_factor(op: tf.Operation) -> float:
         raise NotImplementedError(
             f"tfdist reducescatter with op={reduce_op.name} has no gradient; use Sum or Average")
     factor = float(op.get_attr("prescale_factor")) * float(op.get_attr("postscale_factor"))
-    return factor / runtime.size() if reduce_op == ops.Average else factor
+    return factor / _set(op).size() if reduce_op == ops.Average else factor
 
 
 def _scaled(tensor: tf.Tensor, factor: float) -> tf.Tensor:
@@ -103,12 +112,14 @@ def _scaled(tensor: tf.Tensor, factor: float) -> tf.Tensor:
 @tf.RegisterGradient("TfdistReducescatter")
 def _reducescatter_grad(op: tf.Operation, grad: tf.Tensor) -> tf.Tensor:
     factor = _reducescatter_factor(op)
-    return _scaled(ops.allgather(grad, name=_derived_name(op, "grad")), factor)
+    return _scaled(ops.allgather(grad, name=_derived_name(op, "grad"), process_set=_set(op)),
+                   factor)
 
 
 @tf.RegisterGradient("TfdistGroupedReducescatter")
 def _grouped_reducescatter_grad(op: tf.Operation, *grads: tf.Tensor) -> list:
     factor = _reducescatter_factor(op)
     grads = [tf.zeros_like(y) if g is None else g for g, y in zip(grads, op.outputs)]
-    gathered = ops.grouped_allgather(grads, name=_derived_name(op, "grad"))
+    gathered = ops.grouped_allgather(grads, name=_derived_name(op, "grad"),
+                                     process_set=_set(op))
     return [_scaled(g, factor) for g in gathered]

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdist import _arguments, _eager, _library, runtime
+from tfdist.process_sets import ProcessSet, process_set_id, set_rank
 from tfdist._reduce_ops import Adasum, Average, Max, Min, Product, ReduceOp, Sum  # noqa: F401
 
 _REDUCE_OPS = frozenset(ReduceOp)
@@ -30,9 +31,11 @@ _REDUCIBLE = _library.REDUCIBLE_DTYPES
 _REDUCIBLE_ENUMS = frozenset(t.as_datatype_enum for t in _REDUCIBLE)
 
 
-def _naming(name: Optional[str]) -> dict:
-    """Attributes that name the collective (see the module docstring)."""
-    return {"tensor_name": name or "", "eager": tf.executing_eagerly()}
+def _naming(name: Optional[str], set_id: int = 0) -> dict:
+    """Attributes that name the collective (see the module docstring) and its process set
+    (names are matched within the set)."""
+    return {"tensor_name": name or "", "eager": tf.executing_eagerly(),
+            "process_set_id": set_id}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -114,8 +117,9 @@ def _check_adasum_algorithm(op: ReduceOp, algorithm: Optional[str]) -> None:
 
 def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
               prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-              algorithm: Optional[str] = None) -> tf.Tensor:
-    """Combines ``tensor`` across all ranks; every rank gets the result.
+              algorithm: Optional[str] = None,
+              process_set: Optional[ProcessSet] = None) -> tf.Tensor:
+    """Combines ``tensor`` across all ranks (of ``process_set``); every rank gets the result.
 
     ``op`` is one of Sum, Average (default), Min, Max, Product, or Adasum
     (floating tensors only: adaptive summation, docs/adasum.md). The input is
@@ -125,19 +129,22 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner"
     "hierarchical" (two levels, for ranks on several hosts) or "mpi"
     (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
-    cost model ("auto"). ``tfdist.allreduce`` adds ``compression=``
-    (tfdist/collectives.py).
+    cost model ("auto"). ``process_set`` (a registered ``tfdist.ProcessSet``;
+    None: the global set) limits it to the set's ranks; only they may call it.
+    ``tfdist.allreduce`` adds ``compression=`` (tfdist/collectives.py).
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
     _check_adasum_algorithm(op, algorithm)
-    return allreduce_with_cast(tensor, op, name, prescale_factor, postscale_factor, algorithm)
+    return allreduce_with_cast(tensor, op, name, prescale_factor, postscale_factor, algorithm,
+                               process_set=process_set)
 
 
 def allreduce_with_cast(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
                         prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                        algorithm: Optional[str] = None, cast_code: int = 0) -> tf.Tensor:
+                        algorithm: Optional[str] = None, cast_code: int = 0,
+                        process_set: Optional[ProcessSet] = None) -> tf.Tensor:
     """``allreduce``, unchecked, with the 16-bit float the runtime rounds floating tensors
     to while it packs them (``cast_code``: 0 none, 1 fp16, 2 bf16; the op's
     ``compression`` attribute).
@@ -147,17 +154,18 @@ def allreduce_with_cast(tensor: tf.Tensor, op: ReduceOp = Average, name: Optiona
     """
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
+    set_id = 0 if process_set is None else process_set_id(process_set, "allreduce")
     # The common case; anything else is checked and reported below. IntEnum
     # members hash as their ints, so plain codes are found in the set too.
     if algorithm is None and not cast_code and isinstance(op, int) and op in _REDUCE_OPS:
-        output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor)
+        output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor, set_id)
         if output is not None:
             return output
     _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
         tensor, algorithm=_algorithm_attr(algorithm), compression=int(cast_code),
         name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
-        **_naming(name))
+        **_naming(name, set_id))
     _independent(output)
     return output
 
@@ -165,14 +173,16 @@ def allreduce_with_cast(tensor: tf.Tensor, op: ReduceOp = Average, name: Optiona
 def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                       name: Optional[str] = None, prescale_factor: float = 1.0,
                       postscale_factor: float = 1.0,
-                      algorithm: Optional[str] = None) -> List[tf.Tensor]:
+                      algorithm: Optional[str] = None,
+                      process_set: Optional[ProcessSet] = None) -> List[tf.Tensor]:
     """Allreduces a list of tensors as one unit; ``[]`` gives ``[]``.
 
     The tensors are handed to the runtime together, so they are negotiated in
     the same round and fused where possible, and the op completes when all of
     them have. Tensor i is matched across ranks as ``"<name>.<i>"``. Each
-    tensor may have its own dtype and shape. ``tfdist.grouped_allreduce``
-    adds ``compression=`` (tfdist/collectives.py).
+    tensor may have its own dtype and shape. ``process_set`` as in
+    ``allreduce``. ``tfdist.grouped_allreduce`` adds ``compression=``
+    (tfdist/collectives.py).
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
@@ -184,14 +194,16 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     _check_adasum_algorithm(op, algorithm)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     return grouped_allreduce_with_cast(tensors, op, name, prescale_factor, postscale_factor,
-                                       algorithm)
+                                       algorithm, process_set=process_set)
 
 
 def grouped_allreduce_with_cast(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                                 name: Optional[str] = None, prescale_factor: float = 1.0,
                                 postscale_factor: float = 1.0, algorithm: Optional[str] = None,
-                                cast_code: int = 0) -> List[tf.Tensor]:
+                                cast_code: int = 0,
+                                process_set: Optional[ProcessSet] = None) -> List[tf.Tensor]:
     """``grouped_allreduce``, unchecked, with ``cast_code`` (see allreduce_with_cast)."""
+    set_id = process_set_id(process_set, "grouped_allreduce")
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
@@ -200,19 +212,22 @@ def grouped_allreduce_with_cast(tensors: Sequence[tf.Tensor], op: ReduceOp = Ave
     outputs = list(_library.ops().tfdist_grouped_allreduce(
         tensors, algorithm=_algorithm_attr(algorithm), compression=int(cast_code),
         name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
-        **_naming(name)))
+        **_naming(name, set_id)))
     _independent(*outputs)
     return outputs
 
 
-def allgather(tensor: tf.Tensor, name: Optional[str] = None) -> tf.Tensor:
+def allgather(tensor: tf.Tensor, name: Optional[str] = None,
+              process_set: Optional[ProcessSet] = None) -> tf.Tensor:
     """Concatenates every rank's ``tensor`` along the first dimension, in rank order.
 
     The first dimension may differ between ranks; the others must agree.
+    ``process_set``: only its ranks take part (in their order).
     """
     _arguments.name(name)
+    set_id = process_set_id(process_set, "allgather")
     output = _library.ops().tfdist_allgather(tf.convert_to_tensor(tensor),
-                                             name=_node_name(name), **_naming(name))
+                                             name=_node_name(name), **_naming(name, set_id))
     _independent(output)
     return output
 
@@ -226,36 +241,40 @@ def _tensor_list(tensors: Any, single: str) -> List[tf.Tensor]:
     return [tf.convert_to_tensor(t) for t in tensors]
 
 
-def grouped_allgather(tensors: Sequence[tf.Tensor],
-                      name: Optional[str] = None) -> List[tf.Tensor]:
+def grouped_allgather(tensors: Sequence[tf.Tensor], name: Optional[str] = None,
+                      process_set: Optional[ProcessSet] = None) -> List[tf.Tensor]:
     """Allgathers a list of tensors as one unit; ``[]`` gives ``[]``.
 
     Negotiated together and fused into one collective; tensor i is matched
     across ranks as ``"<name>.<i>"`` and gathered as ``allgather`` would
     (its first dimension may differ between ranks). Each tensor may have its
     own dtype and shape; every rank must pass the same number of tensors.
+    ``process_set`` as in ``allgather``.
     """
     _arguments.name(name)
+    set_id = process_set_id(process_set, "grouped_allgather")
     tensors = _tensor_list(tensors, "allgather")
     if not tensors:
         return []
     outputs = list(_library.ops().tfdist_grouped_allgather(
-        tensors, name=_node_name(name), **_naming(name)))
+        tensors, name=_node_name(name), **_naming(name, set_id)))
     _independent(*outputs)
     return outputs
 
 
 def grouped_reducescatter(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
                           name: Optional[str] = None, prescale_factor: float = 1.0,
-                          postscale_factor: float = 1.0) -> List[tf.Tensor]:
+                          postscale_factor: float = 1.0,
+                          process_set: Optional[ProcessSet] = None) -> List[tf.Tensor]:
     """Reducescatters a list of tensors as one unit; ``[]`` gives ``[]``.
 
     Negotiated together and fused into one collective (one per dtype);
     tensor i is matched across ranks as ``"<name>.<i>"`` and split as
-    ``reducescatter`` splits it. ``op`` as in ``reducescatter``.
+    ``reducescatter`` splits it. ``op`` and ``process_set`` as in ``reducescatter``.
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     _arguments.reduce_op(op, "op", allowed=_ELEMENTWISE_OPS)
+    set_id = process_set_id(process_set, "grouped_reducescatter")
     tensors = _tensor_list(tensors, "reducescatter")
     if not tensors:
         return []
@@ -263,29 +282,39 @@ def grouped_reducescatter(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
         _check_reducible(tensor, "grouped_reducescatter")
     outputs = list(_library.ops().tfdist_grouped_reducescatter(
         tensors, name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
-        **_naming(name)))
+        **_naming(name, set_id)))
     _independent(*outputs)
     return outputs
 
 
-def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None) -> tf.Tensor:
-    """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included)."""
+def broadcast(tensor: tf.Tensor, root_rank: int, name: Optional[str] = None,
+              process_set: Optional[ProcessSet] = None) -> tf.Tensor:
+    """Returns ``root_rank``'s ``tensor`` on every rank (any dtype, bool included).
+
+    ``process_set``: only its ranks take part; ``root_rank`` is still a global
+    rank (as in Horovod) and must be one of the set's.
+    """
     _arguments.rank(root_rank, "root_rank", runtime.size())
     _arguments.name(name)
-    output = _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root_rank,
-                                             name=_node_name(name), **_naming(name))
+    set_id = process_set_id(process_set, "broadcast")
+    root = set_rank(root_rank, process_set, "root_rank")
+    output = _library.ops().tfdist_broadcast(tf.convert_to_tensor(tensor), root_rank=root,
+                                             name=_node_name(name), **_naming(name, set_id))
     _independent(output)
     return output
 
 
 def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
-             name: Optional[str] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+             name: Optional[str] = None,
+             process_set: Optional[ProcessSet] = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Sends ``splits[j]`` rows of ``tensor`` to rank j (equal parts when None).
 
     Returns the rows received, concatenated in rank order, and how many came
-    from each rank.
+    from each rank. With ``process_set``, j counts the set's ranks (one split
+    per member).
     """
     _arguments.name(name)
+    set_id = process_set_id(process_set, "alltoall")
     if splits is not None and not isinstance(splits, (tf.Tensor, np.ndarray)):
         if not isinstance(splits, (list, tuple)) or not all(
                 isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0
@@ -294,41 +323,50 @@ def alltoall(tensor: tf.Tensor, splits: Optional[Sequence[int]] = None,
                             f"per rank, got {splits!r}")
     splits_tensor = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
     output, received = _library.ops().tfdist_alltoall(
-        tf.convert_to_tensor(tensor), splits_tensor, name=_node_name(name), **_naming(name))
+        tf.convert_to_tensor(tensor), splits_tensor, name=_node_name(name),
+        **_naming(name, set_id))
     _independent(output)
     return output, received
 
 
 def reducescatter(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = None,
-                  prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> tf.Tensor:
+                  prescale_factor: float = 1.0, postscale_factor: float = 1.0,
+                  process_set: Optional[ProcessSet] = None) -> tf.Tensor:
     """Reduces ``tensor`` across ranks and gives each rank its share of the first dimension.
 
     Rank r gets rows [start_r, start_r + n_r) of the result, where the rows are
     split as evenly as possible and the first (rows % size) ranks get one more.
+    With ``process_set``, r and size count the set's ranks.
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
     _arguments.reduce_op(op, "op", allowed=_ELEMENTWISE_OPS)
+    set_id = process_set_id(process_set, "reducescatter")
     tensor = tf.convert_to_tensor(tensor)
     _check_reducible(tensor, "reducescatter")
     output = _library.ops().tfdist_reducescatter(
         tensor, name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
-        **_naming(name))
+        **_naming(name, set_id))
     _independent(output)
     return output
 
 
-def barrier(name: Optional[str] = None) -> tf.Tensor:
-    """Returns once every rank has reached it; the result is the number of ranks."""
+def barrier(name: Optional[str] = None, process_set: Optional[ProcessSet] = None) -> tf.Tensor:
+    """Returns once every rank (of ``process_set``) has reached it; the result is the
+    number of ranks."""
     _arguments.name(name)
-    return _library.ops().tfdist_barrier(name=_node_name(name), **_naming(name))
+    set_id = process_set_id(process_set, "barrier")
+    return _library.ops().tfdist_barrier(name=_node_name(name), **_naming(name, set_id))
 
 
 _JOIN_NAME = "tfdist.join"
 
 
-def join() -> tf.Tensor:
-    """The op behind ``tfdist.join()`` (see there): the rank that joined last."""
-    return _library.ops().tfdist_join(tensor_name=_JOIN_NAME, eager=tf.executing_eagerly())
+def join(process_set: Optional[ProcessSet] = None) -> tf.Tensor:
+    """The op behind ``tfdist.join()`` (see there): the rank that joined last (its rank
+    within ``process_set``)."""
+    set_id = process_set_id(process_set, "join")
+    return _library.ops().tfdist_join(tensor_name=_JOIN_NAME, eager=tf.executing_eagerly(),
+                                      process_set_id=set_id)
 
 
 def _topology_op(which: int) -> tf.Tensor:

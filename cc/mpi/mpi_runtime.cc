@@ -64,15 +64,9 @@ CalibrationConfig CalibrationSettings(const RuntimeConfig& config) {
   return out;
 }
 
-}  // namespace
-
-Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
-                        std::unique_ptr<Runtime>* out, Topology* topology) {
-  return CreateMpiRuntime(reinterpret_cast<MPI_Comm>(comm_handle), config, out, topology);
-}
-
-Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
-                        std::unique_ptr<Runtime>* out, Topology* topology) {
+// `inherited`: link costs to use instead of calibrating (null: calibrate).
+Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCost* inherited,
+                     std::unique_ptr<Runtime>* out, Topology* topology) {
   auto mpi = std::make_shared<MpiLinks>();
   TFDIST_RETURN_IF_ERROR(MpiTransport::Create(comm, &mpi->transport));
   TFDIST_RETURN_IF_ERROR(MpiControlPlane::Create(comm, &mpi->control_plane));
@@ -81,9 +75,13 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
   TFDIST_RETURN_IF_ERROR(DiscoverTopology(*mpi->control_plane, ProcessorName(),
                                           /*virtual_hosts=*/0, &machine));
   // More ranks on this node than cores (mpirun --oversubscribe): waiting
-  // ranks must yield their core to the peers they wait for.
-  const unsigned cores = std::thread::hardware_concurrency();
-  SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
+  // ranks must yield their core to the peers they wait for. Decided by the
+  // global set, which counts every process on the machine: a process set's
+  // members (fewer) share the cores with the rest of the job all the same.
+  if (inherited == nullptr) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
+  }
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
   TFDIST_RETURN_IF_ERROR(
@@ -102,9 +100,13 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
     links.control_plane = mpi->emulated_control_plane.get();
   }
   NetworkCost network_cost{};
-  TFDIST_RETURN_IF_ERROR(CalibrateNetworkCost(*mpi->transport, *links.transport,
-                                              topology->hosts, topology->machines,
-                                              CalibrationSettings(config), &network_cost));
+  if (inherited != nullptr) {
+    network_cost = *inherited;
+  } else {
+    TFDIST_RETURN_IF_ERROR(CalibrateNetworkCost(*mpi->transport, *links.transport,
+                                                topology->hosts, topology->machines,
+                                                CalibrationSettings(config), &network_cost));
+  }
   const MPI_Comm data_comm = mpi->transport->comm();
   links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
                                           ReduceOp op) {
@@ -112,6 +114,25 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
   };
   links.owner = std::move(mpi);
   return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);
+}
+
+}  // namespace
+
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology) {
+  return CreateMpiRuntime(reinterpret_cast<MPI_Comm>(comm_handle), config, out, topology);
+}
+
+Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
+                        std::unique_ptr<Runtime>* out, Topology* topology) {
+  return CreateRuntime(comm, config, nullptr, out, topology);
+}
+
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        const NetworkCost& inherited, std::unique_ptr<Runtime>* out,
+                        Topology* topology) {
+  return CreateRuntime(reinterpret_cast<MPI_Comm>(comm_handle), config, &inherited, out,
+                       topology);
 }
 
 bool GuardExitAfterPeerFailure(double seconds, bool joined_after_failure) {

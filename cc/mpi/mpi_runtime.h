@@ -30,6 +30,14 @@ Status CreateMpiRuntime(MPI_Comm comm, const RuntimeConfig& config,
 Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
                         std::unique_ptr<Runtime>* out, Topology* topology);
 
+// A process set's runtime over `comm_handle` (the set's communicator): as
+// above, but with the link costs `inherited` from the global set's runtime
+// instead of measuring them again (they describe the same machines and
+// links; the set's own hosts still decide the cost model's choice).
+Status CreateMpiRuntime(uintptr_t comm_handle, const RuntimeConfig& config,
+                        const NetworkCost& inherited, std::unique_ptr<Runtime>* out,
+                        Topology* topology);
+
 // Called as the process exits. After a peer failed (ULFM), Open MPI's
 // MPI_Finalize can wait for good for the dead process, so the survivors
 // would hang instead of exiting with their error. If a failure was seen,

@@ -130,13 +130,17 @@ int tfdist_init(uintptr_t comm_handle, const char* config_text, char* error,
 
 // `why` (or nullptr: the user called tfdist.shutdown()) completes "rank N
 // ..." in the other ranks' errors: what this rank is doing by stopping.
+// Stops every process set's runtime, in increasing id order, then the
+// global set's.
 void tfdist_shutdown(const char* why) {
+  const std::string reason =
+      why != nullptr && *why != '\0' ? why : tfdist::Runtime::kShutdownCalled;
+  for (const tfdist::RuntimeHandle& set : tfdist::TakeAllProcessSets()) {
+    if (set.runtime) set.runtime->Shutdown(reason);
+  }
   tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
   tfdist::SetCurrentRuntime(tfdist::RuntimeHandle());
-  if (handle.runtime) {
-    handle.runtime->Shutdown(why != nullptr && *why != '\0' ? why
-                                                            : tfdist::Runtime::kShutdownCalled);
-  }
+  if (handle.runtime) handle.runtime->Shutdown(reason);
 }
 
 // At exit: bounds MPI_Finalize after a peer failure (mpi_runtime.h).

@@ -25,7 +25,8 @@ constexpr char kAllreduceOpType[] = "TfdistAllreduce";
 
 Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape, int ndims,
                               int reduce_op, double prescale, double postscale,
-                              int algorithm, const Topology& topology, Request* r) {
+                              int algorithm, int process_set, const Topology& topology,
+                              Request* r) {
   if (dtype < 0 || dtype >= static_cast<int>(DataType::kBool)) {
     return Status::InvalidArgument("tfdist.allreduce: unsupported dtype code " +
                                    std::to_string(dtype));
@@ -38,7 +39,7 @@ Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape,
   TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
   TFDIST_RETURN_IF_ERROR(DescribeReduction(reduce_op, prescale, postscale, topology.size, &d));
   r->name = (name != nullptr && name[0] != '\0') ? std::string(name)
-                                                 : NextEagerName(kAllreduceOpType);
+                                                 : NextEagerName(kAllreduceOpType, process_set);
   return Status::OK();
 }
 
@@ -50,19 +51,19 @@ extern "C" {
 // Allreduces `input` (dtype: a DataType code; shape[0..ndims)) into `output`
 // (same size, may not overlap `input`) and returns when done: 0, or a
 // StatusCode with the message in `error`. `name` empty: the next eager name.
-// `reduce_op` and `algorithm` are the op attributes' codes.
+// `reduce_op`, `algorithm` and `process_set` are the op attributes' codes.
 int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, int ndims,
                            const void* input, void* output, int reduce_op, double prescale,
-                           double postscale, int algorithm, char* error, int error_length) {
-  tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
-  if (!handle.runtime) {
-    return tfdist::ReportStatus(tfdist::NotInitializedError(tfdist::kAllreduceOpType), error,
-                                error_length);
-  }
-  tfdist::Request request;
+                           double postscale, int algorithm, int process_set, char* error,
+                           int error_length) {
+  tfdist::RuntimeHandle handle;
   tfdist::Status status =
-      tfdist::DescribeEagerAllreduce(name, dtype, shape, ndims, reduce_op, prescale, postscale,
-                                     algorithm, handle.topology, &request);
+      tfdist::ProcessSetRuntime(process_set, tfdist::kAllreduceOpType, &handle);
+  if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
+  tfdist::Request request;
+  status = tfdist::DescribeEagerAllreduce(name, dtype, shape, ndims, reduce_op, prescale,
+                                          postscale, algorithm, process_set, handle.topology,
+                                          &request);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   request.input = input;
   request.output = output;

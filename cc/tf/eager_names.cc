@@ -1,20 +1,41 @@
 #include "cc/tf/eager_names.h"
 
-#include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 #include "cc/core/runtime/request.h"
 
 namespace tfdist {
 
 namespace {
-std::atomic<uint64_t> sequence{0};
-}  // namespace
 
-std::string NextEagerName(const std::string& op_type) {
-  return SequenceName(op_type, sequence++);
+struct Sequences {
+  std::mutex mutex;
+  std::map<int, uint64_t> next;  // by process set id
+};
+
+Sequences& TheSequences() {
+  static Sequences sequences;
+  return sequences;
 }
 
-void RestartEagerNames() { sequence = 0; }
+}  // namespace
+
+std::string NextEagerName(const std::string& op_type, int process_set) {
+  Sequences& sequences = TheSequences();
+  uint64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(sequences.mutex);
+    n = sequences.next[process_set]++;
+  }
+  return SequenceName(op_type, n);
+}
+
+void RestartEagerNames(int process_set) {
+  Sequences& sequences = TheSequences();
+  std::lock_guard<std::mutex> lock(sequences.mutex);
+  sequences.next[process_set] = 0;
+}
 
 }  // namespace tfdist

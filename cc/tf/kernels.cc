@@ -92,12 +92,13 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   explicit CollectiveKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(c, c->GetAttr("eager", &eager_));
+    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
-    RuntimeHandle handle = CurrentRuntime();
-    OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
-                      ToTfStatus(NotInitializedError(type_string())), done);
+    RuntimeHandle handle;
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ToTfStatus(ProcessSetRuntime(process_set_id_, type_string(), &handle)), done);
     Request request;
     request.name = TensorName();
     Status prepared = Describe(ctx, handle.topology, &request);
@@ -122,16 +123,18 @@ class CollectiveKernel : public tf::AsyncOpKernel {
                           Request* request) = 0;
   // Runs when the collective succeeded, before the op completes.
   virtual void Succeeded() {}
+  int process_set_id() const { return process_set_id_; }
 
  private:
   std::string TensorName() const {
     if (!tensor_name_.empty()) return tensor_name_;
-    if (eager_) return NextEagerName(type_string());
+    if (eager_) return NextEagerName(type_string(), process_set_id_);
     return name();
   }
 
   std::string tensor_name_;
   bool eager_ = false;
+  int process_set_id_ = kGlobalProcessSet;
 };
 
 Status DescribeInput(const tf::Tensor& input, CollectiveType type, TensorDescription* d) {
@@ -228,6 +231,7 @@ class GroupedKernel : public tf::AsyncOpKernel {
   explicit GroupedKernel(tf::OpKernelConstruction* c) : tf::AsyncOpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("tensor_name", &tensor_name_));
     OP_REQUIRES_OK(c, c->GetAttr("eager", &eager_));
+    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
   }
 
   void ComputeAsync(tf::OpKernelContext* ctx, DoneCallback done) final {
@@ -236,12 +240,12 @@ class GroupedKernel : public tf::AsyncOpKernel {
       done();
       return;
     }
-    RuntimeHandle handle = CurrentRuntime();
-    OP_REQUIRES_ASYNC(ctx, handle.runtime != nullptr,
-                      ToTfStatus(NotInitializedError(type_string())), done);
+    RuntimeHandle handle;
+    OP_REQUIRES_OK_ASYNC(
+        ctx, ToTfStatus(ProcessSetRuntime(process_set_id_, type_string(), &handle)), done);
     std::string base = tensor_name_;
     if (base.empty()) {
-      base = eager_ ? NextEagerName(type_string()) : name();
+      base = eager_ ? NextEagerName(type_string(), process_set_id_) : name();
     }
     // The last request to finish completes the op with the first error seen.
     const GroupCompletion group(n, [ctx, done](const Status& s) {
@@ -271,6 +275,7 @@ class GroupedKernel : public tf::AsyncOpKernel {
  private:
   std::string tensor_name_;
   bool eager_ = false;
+  int process_set_id_ = kGlobalProcessSet;
 };
 
 class GroupedAllreduceKernel : public GroupedKernel {
@@ -330,7 +335,7 @@ class BroadcastKernel : public CollectiveKernel {
   Status Describe(tf::OpKernelContext* ctx, const Topology& topology, Request* r) override {
     if (root_ < 0 || root_ >= topology.size) {
       return Status::InvalidArgument("tfdist.broadcast: root_rank " + std::to_string(root_) +
-                                     " is not a rank of this job (size " +
+                                     " is not a rank of this job or process set (size " +
                                      std::to_string(topology.size) + ")");
     }
     const tf::Tensor& input = ctx->input(0);
@@ -473,7 +478,7 @@ class JoinKernel : public CollectiveKernel {
     r->output = Base(output);
     return Status::OK();
   }
-  void Succeeded() override { RestartEagerNames(); }
+  void Succeeded() override { RestartEagerNames(process_set_id()); }
 };
 
 class TopologyKernel : public tf::OpKernel {

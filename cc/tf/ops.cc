@@ -49,6 +49,9 @@ absl::Status ScalarShape(InferenceContext* c) {
 
 }  // namespace
 
+// process_set_id: the process set the collective runs on (0: the global set;
+// runtime_handle.h); root_rank and splits count ranks within that set.
+//
 // reduce_op: 0 sum, 1 min, 2 max, 3 product, 4 average, 5 adasum. compression: 0 none,
 // 1 fp16, 2 bf16 (request.h WireCompression). Scale factors travel
 // as decimal strings so that they keep double precision (TF has no double
@@ -64,6 +67,7 @@ REGISTER_OP("TfdistAllreduce")
     .Attr("compression: int = 0")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
@@ -81,6 +85,7 @@ REGISTER_OP("TfdistGroupedAllreduce")
     .Attr("compression: int = 0")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
@@ -93,6 +98,7 @@ REGISTER_OP("TfdistAllgather")
     .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimension);
 
@@ -103,6 +109,7 @@ REGISTER_OP("TfdistBroadcast")
     .Attr("root_rank: int")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(::tensorflow::shape_inference::UnchangedShape);
 
@@ -114,6 +121,7 @@ REGISTER_OP("TfdistAlltoall")
     .Attr("T: {bool, uint8, int8, int32, int64, half, bfloat16, float, double}")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(UnknownFirstDimension(c));
@@ -130,6 +138,7 @@ REGISTER_OP("TfdistReducescatter")
     .Attr("postscale_factor: string = '1'")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimension);
 
@@ -141,6 +150,7 @@ REGISTER_OP("TfdistGroupedAllgather")
     .Attr("T: list({bool, uint8, int8, int32, int64, half, bfloat16, float, double})")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimensions);
 
@@ -153,6 +163,7 @@ REGISTER_OP("TfdistGroupedReducescatter")
     .Attr("postscale_factor: string = '1'")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(UnknownFirstDimensions);
 
@@ -160,6 +171,7 @@ REGISTER_OP("TfdistBarrier")
     .Output("size: int32")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(ScalarShape);
 
@@ -169,6 +181,7 @@ REGISTER_OP("TfdistJoin")
     .Output("last_rank: int32")
     .Attr("tensor_name: string = ''")
     .Attr("eager: bool = false")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(ScalarShape);
 

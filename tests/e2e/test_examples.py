@@ -44,3 +44,12 @@ def test_keras_resume_trains_and_leaves_its_checkpoints(tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     # 22 batches per epoch on 2 ranks, saved every 10 and at the end (66): the newest 3 kept.
     assert names == ["ckpt-0000000050.h5", "ckpt-0000000060.h5", "ckpt-0000000066.h5"], names
+
+
+def test_keras_process_sets_trains_two_models_side_by_side():
+    output = run_workers("examples/keras_process_sets.py", 4,
+                         args=["--epochs", "10", "--min-accuracy", "0.9"], timeout=300)
+    found = dict(re.findall(r"set (\d) \(\w+, ranks \[[\d, ]+\]\) final validation "
+                            r"accuracy (\d+\.\d+)", output))
+    assert set(found) == {"0", "1"}, output[-3000:]
+    assert all(float(accuracy) >= 0.9 for accuracy in found.values()), found

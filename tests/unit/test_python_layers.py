@@ -38,6 +38,9 @@ RULES: Dict[str, Tuple[Optional[Set[str]], Set[str]]] = {
     "tfdist.collectives": (None, {"tfdist.gradient_tape", "tfdist.keras", "tfdist.checkpoint",
                                   "tfdist._api"}),
     "tfdist.gradient_tape": (None, {"tfdist.keras", "tfdist.checkpoint", "tfdist._api"}),
+    # The set registry sits just above the runtime: every collective's module uses it.
+    "tfdist.process_sets": ({"tfdist._communicator", "tfdist._library", "tfdist.runtime"},
+                            set()),
 }
 
 

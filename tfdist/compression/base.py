@@ -31,6 +31,9 @@ class Compressor:
     #: The 16-bit float the runtime rounds floating tensors to while it packs
     #: them (cc/core/runtime/request.h WireCompression): 0 none, 1 fp16, 2 bf16.
     cast_code = 0
+    #: Whether ``allreduce`` takes ``process_set=`` (a compressor that keeps
+    #: per-tensor state runs collectives of its own on the global set only).
+    takes_process_set = True
 
     def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
         """Returns the tensor to send and what ``decompress`` needs to undo it."""
@@ -43,14 +46,16 @@ class Compressor:
     def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,
                   op: ops.ReduceOp, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0,
-                  group_name: Optional[str] = None) -> List[tf.Tensor]:
+                  group_name: Optional[str] = None,
+                  process_set: Any = None) -> List[tf.Tensor]:
         """Combines dense ``tensors`` across ranks; returns them in the same order.
 
         ``names[i]`` names tensor i on every rank (and keys any per-tensor
         state a compressor keeps). With ``group_name`` the tensors go as one
         grouped collective of that name; without, each as its own collective
         named ``names[i]``. ``op`` must be Sum or Average when anything is
-        compressed.
+        compressed. ``process_set`` (a registered ``tfdist.ProcessSet``, or
+        None: the global set) when ``takes_process_set``.
         """
         if self.cast_code:
             check_compression(self, op)
@@ -60,12 +65,14 @@ class Compressor:
             reduced = ops.grouped_allreduce_with_cast(sent, op=op, name=group_name,
                                                       prescale_factor=prescale_factor,
                                                       postscale_factor=postscale_factor,
-                                                      cast_code=self.cast_code)
+                                                      cast_code=self.cast_code,
+                                               process_set=process_set)
         else:
             reduced = [ops.allreduce_with_cast(s, op=op, name=n,
                                                prescale_factor=prescale_factor,
                                                postscale_factor=postscale_factor,
-                                               cast_code=self.cast_code)
+                                               cast_code=self.cast_code,
+                                               process_set=process_set)
                        for s, n in zip(sent, names)]
         return [self.decompress(r, c[1]) for r, c in zip(reduced, compressed)]
 

@@ -40,17 +40,20 @@ class _SixteenBitCompressor(Compressor):
     def allreduce(self, tensors: Sequence[tf.Tensor], names: Sequence[str], *,
                   op: ops.ReduceOp, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0,
-                  group_name: Optional[str] = None) -> List[tf.Tensor]:
+                  group_name: Optional[str] = None,
+                  process_set: Any = None) -> List[tf.Tensor]:
         check_compression(self, op)
         tensors = [tf.convert_to_tensor(t) for t in tensors]
         if group_name is not None:
             return ops.grouped_allreduce_with_cast(tensors, op=op, name=group_name,
                                                   prescale_factor=prescale_factor,
                                                   postscale_factor=postscale_factor,
-                                                  cast_code=self.cast_code)
+                                                  cast_code=self.cast_code,
+                                                  process_set=process_set)
         return [ops.allreduce_with_cast(t, op=op, name=n, prescale_factor=prescale_factor,
                                         postscale_factor=postscale_factor,
-                                        cast_code=self.cast_code)
+                                        cast_code=self.cast_code,
+                                        process_set=process_set)
                 for t, n in zip(tensors, names)]
 
 

@@ -28,6 +28,8 @@ from tfdist.compression.stateful import FLOAT32_BYTES, dense_wire_bytes
 class PowerSGDCompressor(Compressor):
     """PowerSGD low-rank compression with error feedback; see ``Compression.powersgd``."""
 
+    takes_process_set = False  # its state and side collectives are the global set's
+
     name = "powersgd"
 
     def __init__(self, rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> None:

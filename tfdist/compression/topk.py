@@ -60,6 +60,8 @@ def _scale(op: ops.ReduceOp, prescale: float, postscale: float, size: int) -> fl
 class TopKCompressor(Compressor):
     """Top-k sparsification with error feedback; see ``Compression.topk``."""
 
+    takes_process_set = False  # its state and side collectives are the global set's
+
     name = "topk"
 
     def __init__(self, ratio: float, error_feedback: bool = True,

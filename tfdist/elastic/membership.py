@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from tfdist import _communicator, runtime
+from tfdist import _communicator, process_sets
 from tfdist.config import LaunchInfo
 from tfdist.elastic.errors import ElasticJobError
 
@@ -127,7 +127,9 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
                                 else detected_at}
     start = time.perf_counter()
 
-    runtime.shutdown()  # its communicators are revoked: nothing waits on peers
+    # Every set's runtime stops (their communicators are revoked: nothing waits
+    # on peers); non-global process sets end with the old membership.
+    process_sets.shutdown()
     phases["stop_runtime"] = time.perf_counter() - start
 
     mark = time.perf_counter()
@@ -171,7 +173,7 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
     phases["spawn"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
-    runtime.init(merged)
+    process_sets.init(merged)
     phases["rebuild_runtime"] = time.perf_counter() - mark
     _current.last_phases = phases
     return merged

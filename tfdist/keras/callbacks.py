@@ -27,6 +27,7 @@ from tfdist import _arguments, checkpoint, ops, preemption, runtime
 from tfdist.config import LaunchInfo
 from tfdist.functions import broadcast_variables
 from tfdist.local_variables import is_local as is_local_variable
+from tfdist.process_sets import ProcessSet, process_set_id, size_of
 
 
 def turn_off_xla(model: keras.Model) -> None:
@@ -73,19 +74,26 @@ class BroadcastGlobalVariablesCallback(TfdistCallback):
     It has no batch-end hook on purpose: one would make Keras fetch the logs
     to Python after every step and stop it from dispatching steps ahead,
     which costs a small model a sizeable part of its throughput.
+
+    ``process_set``: copy among its ranks only (``root_rank``, a global
+    rank, must be one of them), e.g. one model replica per set.
     """
 
-    def __init__(self, root_rank: int = 0) -> None:
+    def __init__(self, root_rank: int = 0, process_set: Optional[ProcessSet] = None) -> None:
         super().__init__()
         self.root_rank = _arguments.integer(root_rank, "root_rank", minimum=0)
+        process_set_id(process_set, "BroadcastGlobalVariablesCallback")
+        self.process_set = process_set
         self.broadcast_done = False
 
     def _broadcast(self) -> None:
         model = self.model
         _build_optimizer(model)
-        broadcast_variables(_global_only(model.variables), self.root_rank)
+        broadcast_variables(_global_only(model.variables), self.root_rank,
+                            process_set=self.process_set)
         if model.optimizer is not None:
-            broadcast_variables(_global_only(model.optimizer.variables), self.root_rank)
+            broadcast_variables(_global_only(model.optimizer.variables), self.root_rank,
+                                process_set=self.process_set)
         self.broadcast_done = True
 
     def on_train_begin(self, logs: Optional[Dict] = None) -> None:
@@ -101,11 +109,17 @@ class MetricAverageCallback(TfdistCallback):
     """Replaces each numeric epoch log (loss, metrics, val_*) by its average over the ranks.
 
     Put it before callbacks that read the logs (checkpointing, early stopping);
-    Keras' History comes last and records the averages.
+    Keras' History comes last and records the averages. ``process_set``:
+    average over its ranks only.
     """
 
+    def __init__(self, process_set: Optional[ProcessSet] = None) -> None:
+        super().__init__()
+        process_set_id(process_set, "MetricAverageCallback")
+        self.process_set = process_set
+
     def on_epoch_end(self, epoch: int, logs: Optional[Dict] = None) -> None:
-        if logs is None or runtime.size() == 1:
+        if logs is None or size_of(self.process_set) == 1:
             return
         keys = sorted(k for k, v in logs.items() if np.ndim(v) == 0 and
                       isinstance(np.asarray(v).item(), (int, float)))
@@ -114,7 +128,8 @@ class MetricAverageCallback(TfdistCallback):
         local = tf.constant([float(logs[k]) for k in keys], tf.float64)
         # One collective for all logs: a rank with other keys makes its shape
         # differ, which the runtime reports as an error instead of hanging.
-        averaged = ops.allreduce(local, op=ops.Average, name="tfdist.metric_average").numpy()
+        averaged = ops.allreduce(local, op=ops.Average, name="tfdist.metric_average",
+                                 process_set=self.process_set).numpy()
         for key, value in zip(keys, averaged):
             logs[key] = float(value)
 

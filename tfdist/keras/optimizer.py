@@ -25,6 +25,7 @@ from tfdist import _arguments, ops
 from tfdist.compression import Compression, Compressor, as_compressor
 from tfdist.gradient_tape import allreduce_shared_gradients, validate_reduction
 from tfdist.local_variables import LocalVariables
+from tfdist.process_sets import ProcessSet, check_compressed_set, process_set_id
 
 # The settings DistributedOptimizer adds to the optimizer's config, with defaults.
 _SETTING_DEFAULTS: Dict[str, Any] = {
@@ -132,6 +133,8 @@ class DistributedOptimizerMixin:
         self._tfdist_accumulator: Optional[_LocalAccumulator] = None
         self._tfdist_local = LocalVariables()
         self._tfdist_scale_local_gradients = True
+        # Not in the config (a set is not serializable): pass it again after loading.
+        self._tfdist_process_set: Optional[ProcessSet] = None
         inner = getattr(self, "inner_optimizer", None)
         if isinstance(inner, DistributedOptimizerMixin):
             # A LossScaleOptimizer restored with the distributed classes in
@@ -193,7 +196,7 @@ class DistributedOptimizerMixin:
             prefix=f"tfdist.{self.name}", op=settings.op,
             compression=settings.compression, sparse_as_dense=settings.sparse_as_dense,
             gradient_predivide_factor=settings.gradient_predivide_factor,
-            num_groups=settings.num_groups)
+            num_groups=settings.num_groups, process_set=self._tfdist_process_set)
 
     def _apply_every_nth_pass(self, grads: List, variables: Optional[List]) -> None:
         # Sum locally for N passes, then average across ranks once and apply.
@@ -269,7 +272,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
                          gradient_predivide_factor: float = 1.0,
                          num_groups: Optional[int] = None,
                          local_layers: Any = None,
-                         scale_local_gradients: bool = True) -> keras.optimizers.Optimizer:
+                         scale_local_gradients: bool = True,
+                         process_set: Optional[ProcessSet] = None) -> keras.optimizers.Optimizer:
     """Returns ``optimizer`` made data-parallel: gradients are averaged across ranks before use.
 
     The result is an instance of the optimizer's own class, configured like
@@ -305,6 +309,8 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
       scale_local_gradients: with ``op=Average``, divide local gradients by
         the number of ranks, as Horovod does (the update then has the scale
         of the averaged ones).
+      process_set: a registered ``tfdist.ProcessSet``: average over its ranks
+        only (one model replica per set). Not saved in the config.
     """
     if isinstance(optimizer, DistributedOptimizerMixin):
         raise ValueError("the optimizer is already a DistributedOptimizer")
@@ -327,6 +333,9 @@ def DistributedOptimizer(optimizer: keras.optimizers.Optimizer,
     _arguments.boolean(scale_local_gradients, "scale_local_gradients")
     distributed._tfdist_local = LocalVariables(local_layers)
     distributed._tfdist_scale_local_gradients = scale_local_gradients
+    process_set_id(process_set, "DistributedOptimizer")  # registered, or an error
+    check_compressed_set(settings.compression, process_set, "DistributedOptimizer")
+    distributed._tfdist_process_set = process_set
     return distributed
 
 
