@@ -89,20 +89,26 @@ double UnpackScale(const TensorDescription& d) {
 
 }  // namespace
 
+// What every plan holds: the executor whose paths it runs.
+class CollectiveExecutor::ExecutorPlan : public AllreducePlan {
+ public:
+  explicit ExecutorPlan(CollectiveExecutor& executor) : executor_(executor) {}
+
+ protected:
+  CollectiveExecutor& executor_;
+};
+
 // Adasum is its own algorithm and goes first, whatever the description's
 // `algorithm` resolves to (adasum_executor.cc).
-class CollectiveExecutor::AdasumPlan final : public AllreducePlan {
+class CollectiveExecutor::AdasumPlan final : public ExecutorPlan {
  public:
-  explicit AdasumPlan(CollectiveExecutor& executor) : executor_(executor) {}
+  using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup& group) const override {
     return group.description.combiner == Combiner::kAdasum;
   }
   Status Run(const AllreduceGroup& group) override {
     return executor_.AllreduceAdasum(group.requests);
   }
-
- private:
-  CollectiveExecutor& executor_;
 };
 
 // The ring reads each input where it lies, writes each result straight into
@@ -111,9 +117,9 @@ class CollectiveExecutor::AdasumPlan final : public AllreducePlan {
 // the tensors reduced in their own type and no prescale. A tensor alone runs
 // so whatever its size; in a group, the large members do, with the small ones
 // packed beside them.
-class CollectiveExecutor::RingWhereTheyLiePlan final : public AllreducePlan {
+class CollectiveExecutor::RingWhereTheyLiePlan final : public ExecutorPlan {
  public:
-  explicit RingWhereTheyLiePlan(CollectiveExecutor& executor) : executor_(executor) {}
+  using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup& group) const override {
     const TensorDescription& d = group.description;
     return group.algorithm == AllreduceAlgorithm::kRing && WireType(d) == d.dtype &&
@@ -123,18 +129,15 @@ class CollectiveExecutor::RingWhereTheyLiePlan final : public AllreducePlan {
   Status Run(const AllreduceGroup& group) override {
     return executor_.RingWhereTheyLie(group.requests, group.algorithm, group.bytes);
   }
-
- private:
-  CollectiveExecutor& executor_;
 };
 
 // A tensor alone, compressed to 16 bits (request.h WireCompression), on the
 // ring: rounded and widened segment by segment inside the ring rather than in
 // passes of their own. A stand-in has no input to read; it goes through the
 // fusion buffer (FusedPlan).
-class CollectiveExecutor::RingCompressedPlan final : public AllreducePlan {
+class CollectiveExecutor::RingCompressedPlan final : public ExecutorPlan {
  public:
-  explicit RingCompressedPlan(CollectiveExecutor& executor) : executor_(executor) {}
+  using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup& group) const override {
     const TensorDescription& d = group.description;
     return group.algorithm == AllreduceAlgorithm::kRing && group.requests.size() == 1 &&
@@ -143,39 +146,30 @@ class CollectiveExecutor::RingCompressedPlan final : public AllreducePlan {
   Status Run(const AllreduceGroup& group) override {
     return executor_.RingCompressed(*group.requests[0], group.algorithm, group.bytes);
   }
-
- private:
-  CollectiveExecutor& executor_;
 };
 
 // Another algorithm for a group with large members: packing those would cost
 // more than it saves (fusion.h), so they run on their own.
-class CollectiveExecutor::LargeApartPlan final : public AllreducePlan {
+class CollectiveExecutor::LargeApartPlan final : public ExecutorPlan {
  public:
-  explicit LargeApartPlan(CollectiveExecutor& executor) : executor_(executor) {}
+  using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup& group) const override {
     return group.has_large && group.requests.size() > 1;
   }
   Status Run(const AllreduceGroup& group) override {
     return executor_.AllreduceLargeApart(group.requests);
   }
-
- private:
-  CollectiveExecutor& executor_;
 };
 
 // Anything else: packed into the fusion buffer, or one tensor alone in its
 // output, with any algorithm. Applies to every group, so it comes last.
-class CollectiveExecutor::FusedPlan final : public AllreducePlan {
+class CollectiveExecutor::FusedPlan final : public ExecutorPlan {
  public:
-  explicit FusedPlan(CollectiveExecutor& executor) : executor_(executor) {}
+  using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup&) const override { return true; }
   Status Run(const AllreduceGroup& group) override {
     return executor_.AllreduceFused(group.requests);
   }
-
- private:
-  CollectiveExecutor& executor_;
 };
 
 std::vector<std::unique_ptr<AllreducePlan>> CollectiveExecutor::AllreducePlans() {

@@ -76,6 +76,7 @@ class CollectiveExecutor {
 
  private:
   // The allreduce plans (executor.cc), one per path below.
+  class ExecutorPlan;
   class AdasumPlan;
   class RingWhereTheyLiePlan;
   class RingCompressedPlan;
