@@ -32,6 +32,7 @@
 #include "cc/core/compression/topk.h"
 #include "cc/tf/group_completion.h"
 #include "cc/tf/runtime_handle.h"
+#include "cc/tf/tf_status.h"
 
 namespace tfdist {
 
@@ -41,15 +42,6 @@ using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
-
-absl::Status ToTfStatus(const Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  if (s.code() == StatusCode::kInvalidArgument) return absl::InvalidArgumentError(s.message());
-  if (s.code() == StatusCode::kFailedPrecondition) {
-    return absl::FailedPreconditionError(s.message());
-  }
-  return absl::InternalError(s.message());
-}
 
 absl::Status ParseRatio(const std::string& text, double* ratio) {
   char* end = nullptr;

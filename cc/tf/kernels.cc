@@ -17,23 +17,13 @@
 #include "cc/tf/inline_completion.h"
 #include "cc/tf/group_completion.h"
 #include "cc/tf/runtime_handle.h"
+#include "cc/tf/tf_status.h"
 
 namespace tfdist {
 
 namespace tf = ::tensorflow;
 
 namespace {
-
-absl::Status ToTfStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return absl::OkStatus();
-    case StatusCode::kInvalidArgument: return absl::InvalidArgumentError(s.message());
-    case StatusCode::kFailedPrecondition: return absl::FailedPreconditionError(s.message());
-    case StatusCode::kAborted: return absl::AbortedError(s.message());
-    case StatusCode::kInternal: return absl::InternalError(s.message());
-  }
-  return absl::UnknownError(s.message());
-}
 
 Status ToCoreType(tf::DataType dtype, DataType* out) {
   switch (dtype) {

@@ -1,21 +1,44 @@
-"""Every collective, dtype, op and algorithm under mpirun, checked against numpy."""
+"""Every collective, dtype, op and algorithm under mpirun, checked against numpy.
+
+One job per run (np = 1 to 4, and 4 ranks on two emulated hosts) runs every check
+tests/workers/collectives_worker.py registers; test_collectives_check makes one test
+of each check of each run, and test_collectives_match_numpy checks each job as a whole.
+"""
+import functools
+
 import pytest
 
-from mpi_harness import run_workers
+from mpi_harness import assert_check_passed, check_names, run_job, run_workers
+
+WORKER = "collectives_worker.py"
+# Two virtual hosts of two ranks, joined by emulated 10 Gb/s links.
+EMULATED_HOSTS = {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1.25e9",
+                  "TFDIST_EMULATED_LATENCY": "20e-6"}
+# name: (np, env)
+RUNS = {"np1": (1, {}), "np2": (2, {}), "np3": (3, {}), "np4": (4, {}),
+        "np4-emulated-hosts": (4, EMULATED_HOSTS)}
 
 
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_collectives_match_numpy(np_):
-    output = run_workers("collectives_worker.py", np_, timeout=400)
-    assert output.count("collectives OK") == np_, output[-3000:]
+@pytest.fixture(scope="module")
+def collectives_job():
+    """Each run's job, run once however many tests read it."""
+    @functools.lru_cache(maxsize=None)
+    def job(run):
+        np_, env = RUNS[run]
+        return run_job(WORKER, np_, timeout=400, env=env)
+    return job
 
 
-def test_collectives_match_numpy_on_emulated_hosts():
-    """Two virtual hosts of two ranks, joined by emulated 10 Gb/s links."""
-    env = {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1.25e9",
-           "TFDIST_EMULATED_LATENCY": "20e-6"}
-    output = run_workers("collectives_worker.py", 4, timeout=400, env=env)
-    assert output.count("collectives OK") == 4, output[-3000:]
+@pytest.mark.parametrize("check", check_names(WORKER))
+@pytest.mark.parametrize("run", list(RUNS))
+def test_collectives_check(run, check, collectives_job):
+    assert_check_passed(collectives_job(run), check)
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_collectives_match_numpy(run, collectives_job):
+    output = collectives_job(run).assert_ended()
+    assert output.count("collectives OK") == RUNS[run][0], output[-3000:]
 
 
 @pytest.mark.parametrize("env, named", [

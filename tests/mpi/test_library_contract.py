@@ -1,8 +1,32 @@
 """What the library exports by name (status codes, algorithms, counters), read by Python
-instead of copied, and the gradient settings' one set of rules."""
-from mpi_harness import run_workers
+instead of copied, and the gradient settings' one set of rules.
+
+test_library_contract_check makes one test of each check the worker registers (its
+CHECKS list), all read from one job at two ranks; test_library_contract checks that
+the job as a whole ended well.
+"""
+import functools
+
+import pytest
+
+from mpi_harness import assert_check_passed, check_names, run_job
+
+WORKER = "library_contract_worker.py"
 
 
-def test_library_contract_at_two_ranks():
-    output = run_workers("library_contract_worker.py", 2, timeout=240)
+@pytest.fixture(scope="module")
+def contract_job():
+    @functools.lru_cache(maxsize=None)
+    def job():
+        return run_job(WORKER, 2, timeout=240)
+    return job
+
+
+@pytest.mark.parametrize("check", check_names(WORKER))
+def test_library_contract_check(check, contract_job):
+    assert_check_passed(contract_job(), check)
+
+
+def test_library_contract(contract_job):
+    output = contract_job().assert_ended()
     assert output.count("library contract OK") == 2, output[-3000:]

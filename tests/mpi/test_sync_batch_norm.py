@@ -3,14 +3,44 @@
 tests/workers/sync_batch_norm_worker.py: forward pass, gradients (inputs,
 gamma, beta), moving statistics, eager and traced, axis -1 and 1, uneven
 per-rank batches, a mask, model.fit with save/load; at one rank, bit
-equality with keras.layers.BatchNormalization.
+equality with keras.layers.BatchNormalization. One job per size runs the
+checks RUNS names for it; test_sync_batch_norm_check makes a test of each.
 """
+import functools
+
 import pytest
 
-from mpi_harness import run_workers
+from mpi_harness import assert_check_passed, check_names, run_job
+
+WORKER = "sync_batch_norm_worker.py"
+MULTI_RANK = ["axis=-1 eager", "axis=1 eager", "axis=-1 graph", "axis=1 graph"]
+# The checks each size runs: the layer against keras' own at one rank, the
+# several-rank checks at every other size, and the costlier ones once.
+RUNS = {1: ["single_rank", "refusals"], 2: MULTI_RANK + ["mask", "even", "fit"],
+        3: MULTI_RANK, 4: MULTI_RANK}
 
 
-@pytest.mark.parametrize("np_", [1, 2, 3, 4])
-def test_sync_batch_norm_matches_one_process(np_, tmp_path):
-    output = run_workers("sync_batch_norm_worker.py", np_, args=[str(tmp_path)], timeout=240)
+@pytest.fixture(scope="module")
+def batch_norm_job(tmp_path_factory):
+    @functools.lru_cache(maxsize=None)
+    def job(np_):
+        directory = tmp_path_factory.mktemp(f"sync-bn-np{np_}")
+        return run_job(WORKER, np_, args=[str(directory), *RUNS[np_]], timeout=240)
+    return job
+
+
+def test_every_check_runs_at_some_size():
+    assert sorted(check_names(WORKER)) == sorted({name for names in RUNS.values()
+                                                  for name in names})
+
+
+@pytest.mark.parametrize("np_,check", [(np_, name) for np_, names in RUNS.items()
+                                       for name in names])
+def test_sync_batch_norm_check(np_, check, batch_norm_job):
+    assert_check_passed(batch_norm_job(np_), check)
+
+
+@pytest.mark.parametrize("np_", list(RUNS))
+def test_sync_batch_norm_matches_one_process(np_, batch_norm_job):
+    output = batch_norm_job(np_).assert_ended()
     assert output.count("sync batch norm checks passed") == np_, output[-3000:]

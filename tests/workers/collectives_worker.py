@@ -3,7 +3,8 @@
 Rank r contributes (r + 1) * base, with base depending on the element index,
 so a dropped or doubled chunk shows up as a wrong sum. Run under mpirun by
 tests/mpi/test_collectives.py, also with TFDIST_VIRTUAL_HOSTS (and emulated
-links between the virtual hosts).
+links between the virtual hosts). Each check is registered by name in CHECKS
+(tests/mpi_harness.py's Checks) and is a test of its own there.
 """
 import itertools
 import os
@@ -12,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", None]
 DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
@@ -67,7 +68,7 @@ def check_allreduce_matrix(rank, size):
             raise AssertionError(f"allreduce {algorithm} {dtype.name} {op.name} {shape}: "
                                  f"got {got}, expected {expected}")
         checked += 1
-    return checked
+    print(f"rank {rank}: {checked} allreduce combinations OK", flush=True)
 
 
 def check_sum_identity(rank, size):
@@ -268,31 +269,44 @@ def check_eager_fast_path(rank, size):
     print(f"rank {rank}: eager fast path OK", flush=True)
 
 
-def main():
-    from mpi4py import MPI
-    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+def check_before_init(rank, size):
     try:
         tfdist.allreduce(tf.ones(1))
     except tf.errors.FailedPreconditionError as error:
         assert "tfdist.init()" in str(error), error
     else:
         raise AssertionError("a collective before init() did not fail")
-    tfdist.init()
-    check_topology(rank, size)
-    checked = check_allreduce_matrix(rank, size)
-    check_sum_identity(rank, size)
-    check_hierarchical_pipelined(rank, size)
-    check_scaling(rank, size)
-    check_allgather(rank, size)
-    check_broadcast(rank, size)
-    check_gradients(rank, size)
-    check_tf_function(rank, size)
-    check_eager_fast_path(rank, size)
+
+
+def check_every_algorithm_counted(rank, size):
+    """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
     for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"):
         assert size == 1 or stats["algorithm_calls"][name] > 0, stats
-    tfdist.shutdown()
-    print(f"rank {rank}: collectives OK ({checked} allreduce combinations)", flush=True)
+
+
+CHECKS = Checks()
+CHECKS.check("before_init")(check_before_init)
+CHECKS.setup(lambda rank, size: tfdist.init())
+CHECKS.check("topology")(check_topology)
+CHECKS.check("allreduce_matrix")(check_allreduce_matrix)
+CHECKS.check("sum_identity")(check_sum_identity)
+CHECKS.check("hierarchical_pipelined")(check_hierarchical_pipelined)
+CHECKS.check("scaling")(check_scaling)
+CHECKS.check("allgather")(check_allgather)
+CHECKS.check("broadcast")(check_broadcast)
+CHECKS.check("gradients")(check_gradients)
+CHECKS.check("tf_function")(check_tf_function)
+CHECKS.check("eager_fast_path")(check_eager_fast_path)
+CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
+CHECKS.setup(lambda rank, size: tfdist.shutdown())
+
+
+def main():
+    from mpi4py import MPI
+    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+    CHECKS.run(rank, size)
+    print(f"rank {rank}: collectives OK", flush=True)
 
 
 if __name__ == "__main__":

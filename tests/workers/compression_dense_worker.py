@@ -6,16 +6,17 @@ rounding of the same values; Average does not overflow where float32's
 average fits float16; the wire-byte counters against the ring's formula;
 the bad-argument errors; DistributedGradientTape and Keras ``fit`` with a
 compressed optimizer against a numpy SGD reference; and a compressed
-optimizer saved to .keras and loaded back with hvd.load_model.
+optimizer saved to .keras and loaded back with hvd.load_model. Each check is
+registered by name in CHECKS and is a test of its own in
+tests/mpi/test_compression_dense.py.
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 
 import numpy as np
 
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 import ml_dtypes  # noqa: E402  (TensorFlow's own dependency: an independent bfloat16)
 import tensorflow as tf  # noqa: E402
@@ -192,17 +193,24 @@ def check_fit_and_saving(directory: str):
         np.testing.assert_array_equal(restored.get_weights()[0], model.get_weights()[0])
 
 
-def main():
-    tfdist.init()
-    check_allreduce()
-    check_counters()
-    check_errors()
-    check_tape()
+def check_fit_and_saving_in_a_temporary_directory():
     with tempfile.TemporaryDirectory() as directory:
         check_fit_and_saving(directory)
+
+
+CHECKS = Checks()
+CHECKS.setup(lambda: tfdist.init())
+CHECKS.check("allreduce")(check_allreduce)
+CHECKS.check("counters")(check_counters)
+CHECKS.check("errors")(check_errors)
+CHECKS.check("tape")(check_tape)
+CHECKS.check("fit_and_saving")(check_fit_and_saving_in_a_temporary_directory)
+
+
+def main():
+    CHECKS.run()
     print(f"compression dense OK rank {tfdist.rank()}", flush=True)
 
 
 if __name__ == "__main__":
     worker_main(main)
-    sys.exit(0)

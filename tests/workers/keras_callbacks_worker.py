@@ -1,11 +1,14 @@
-"""tfdist.keras.callbacks checks, run on N ranks by test_keras_training.py."""
+"""tfdist.keras.callbacks checks, run on N ranks by test_keras_training.py.
+
+Each check is registered by name in CHECKS and is a test of its own there.
+"""
 import keras
 import numpy as np
 
 import tfdist.keras as hvd
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, gather_all,
                           initial_weights, make_model, rank_data)
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 
 class Recorder(keras.callbacks.Callback):
@@ -114,12 +117,16 @@ def check_learning_rate_callbacks():
         np.testing.assert_allclose(new.numpy(), old * 0.25, rtol=1e-6)
 
 
+CHECKS = Checks()
+CHECKS.setup(lambda: hvd.init())
+CHECKS.check("broadcast_from_nonzero_root")(check_broadcast_from_nonzero_root)
+CHECKS.check("metric_average")(check_metric_average)
+CHECKS.check("learning_rate_callbacks")(check_learning_rate_callbacks)
+CHECKS.setup(lambda: hvd.barrier())
+
+
 def main():
-    hvd.init()
-    check_broadcast_from_nonzero_root()
-    check_metric_average()
-    check_learning_rate_callbacks()
-    hvd.barrier()
+    CHECKS.run()
     print(f"rank {hvd.rank()}: keras callback checks passed", flush=True)
 
 

@@ -2,6 +2,8 @@
 
 Each check trains for a few steps with different data on every rank and
 compares the weights, on every rank, with keras_common's numpy reference.
+``argv[1]`` is a directory for saved models. Each check is registered by name
+in CHECKS and is a test of its own in tests/e2e/test_keras_training.py.
 """
 import sys
 
@@ -12,7 +14,7 @@ import tensorflow as tf
 import tfdist.keras as hvd
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, differs_somewhere,
                           make_model, rank_data, reference_sgd)
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 STEPS, LR, MOMENTUM = 3, 0.1, 0.9
 
@@ -242,18 +244,21 @@ def check_jit_compile():
         raise AssertionError("jit_compile=True without a tfdist callback should raise")
 
 
+CHECKS = Checks()
+CHECKS.setup(lambda directory: hvd.init())
+CHECKS.check("fit")(lambda directory: check_fit_matches_reference())
+CHECKS.check("custom_loops")(lambda directory: check_custom_loops())
+CHECKS.check("uneven_data_join")(lambda directory: check_uneven_data_with_join())
+CHECKS.check("options")(lambda directory: check_options())
+CHECKS.check("loss_scale_optimizer")(lambda directory: check_loss_scale_optimizer())
+CHECKS.check("embedding")(lambda directory: check_embedding())
+CHECKS.check("config_and_saving")(check_config_and_saving)
+CHECKS.check("jit_compile")(lambda directory: check_jit_compile())
+CHECKS.setup(lambda directory: hvd.barrier())
+
+
 def main():
-    hvd.init()
-    directory = sys.argv[1]
-    check_fit_matches_reference()
-    check_custom_loops()
-    check_uneven_data_with_join()
-    check_options()
-    check_loss_scale_optimizer()
-    check_embedding()
-    check_config_and_saving(directory)
-    check_jit_compile()
-    hvd.barrier()
+    CHECKS.run(sys.argv[1])
     print(f"rank {hvd.rank()}: keras optimizer checks passed", flush=True)
 
 

@@ -1,10 +1,14 @@
 """The names the library exports (status codes, algorithms, counters) and the gradient
-settings' one set of rules, checked on every rank."""
+settings' one set of rules, checked on every rank.
+
+Each check is registered by name in CHECKS (tests/mpi_harness.py's Checks) and is a
+test of its own in tests/mpi/test_library_contract.py, read from one job.
+"""
 import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 from tfdist import _eager, _library, config
 from tfdist.keras.optimizer import DistributedSettings
 
@@ -76,14 +80,19 @@ def check_gradient_settings() -> None:
     tfdist.DistributedGradientTape(tf.GradientTape(), gradient_predivide_factor=2.0)
 
 
+CHECKS = Checks()
+CHECKS.setup(lambda rank, size: tfdist.init())
+CHECKS.check("names")(lambda rank, size: check_names())
+CHECKS.check("stats")(check_stats)
+CHECKS.check("error_class")(check_error_class)
+CHECKS.check("gradient_settings")(lambda rank, size: check_gradient_settings())
+CHECKS.setup(lambda rank, size: tfdist.shutdown())
+
+
 def main() -> None:
-    tfdist.init()
-    rank, size = tfdist.rank(), tfdist.size()
-    check_names()
-    check_stats(rank, size)
-    check_error_class(rank, size)
-    check_gradient_settings()
-    tfdist.shutdown()
+    from mpi4py import MPI
+    rank, size = MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
+    CHECKS.run(rank, size)
     print(f"library contract OK (rank {rank})", flush=True)
 
 

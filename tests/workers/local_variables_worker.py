@@ -6,6 +6,9 @@ targets are centred on r). The numpy reference simulates every rank: the
 body takes the mean of the ranks' gradients (each computed with that
 rank's own head); rank r's head takes its own gradient, divided by the
 number of ranks when scale_local_gradients (Horovod's default).
+
+``argv[1]`` is a directory for the checkpoints. Each check is registered by
+name in CHECKS and is a test of its own in tests/mpi/test_local_variables.py.
 """
 import sys
 
@@ -15,7 +18,7 @@ import tensorflow as tf
 
 import tfdist
 import tfdist.keras as hvd
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 INPUTS, HIDDEN, OUTPUTS, BATCH, STEPS, LR, MOMENTUM = 4, 5, 3, 6, 3, 0.1, 0.9
 TOLERANCE = 5e-5
@@ -214,13 +217,31 @@ class _AfterBroadcast(keras.callbacks.Callback):
                 assert same, f"global {variable.path} differs between ranks after the broadcast"
 
 
+# The model check "fit" trained, which check "broadcast_refuses_local" reuses.
+FITTED = {}
+
+
+def fit_and_keep(directory):
+    FITTED["model"] = check_fit_partial_optimizer(directory)
+
+
+def broadcast_refuses_fitted(directory):
+    assert "model" in FITTED, "needs the model of check 'fit', which failed"
+    check_broadcast_refuses_local(FITTED["model"])
+
+
+CHECKS = Checks()
+CHECKS.setup(lambda directory: hvd.init())
+CHECKS.check("fit")(fit_and_keep)
+CHECKS.check("tape")(lambda directory: check_tape(partial=False))
+CHECKS.check("partial_tape")(lambda directory: check_tape(partial=True))
+CHECKS.check("optimizer_register_local_var")(
+    lambda directory: check_optimizer_register_local_var())
+CHECKS.check("broadcast_refuses_local")(broadcast_refuses_fitted)
+
+
 def main():
-    hvd.init()
-    model = check_fit_partial_optimizer(sys.argv[1])
-    check_tape(partial=False)
-    check_tape(partial=True)
-    check_optimizer_register_local_var()
-    check_broadcast_refuses_local(model)
+    CHECKS.run(sys.argv[1])
     print(f"rank {hvd.rank()}: local variable checks passed", flush=True)
 
 

@@ -8,6 +8,10 @@ loss is sum(output * W) for a fixed W over the global batch,
 so that its gradient is the sum over ranks of each rank's part: the input
 gradients of rank r must equal rows r of the reference's, and the sum over
 ranks of gamma's and beta's gradients the reference's.
+
+``argv[1]`` is a directory for the saved model, ``argv[2:]`` the checks to run
+(each registered by name in CHECKS; tests/mpi/test_sync_batch_norm.py says
+which run at which size and makes a test of each).
 """
 import os
 import sys
@@ -17,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist.keras as hvd
-from mpi_harness import worker_main
+from mpi_harness import Checks, worker_main
 
 RTOL, ATOL = 1e-5, 2e-5
 
@@ -165,19 +169,26 @@ def check_refusals():
             raise AssertionError(f"{kwargs} was accepted")
 
 
+CHECKS = Checks()
+CHECKS.setup(lambda directory: hvd.init())
+# At one rank.
+CHECKS.check("single_rank")(lambda directory: check_single_rank())
+CHECKS.check("refusals")(lambda directory: check_refusals())
+# At several ranks, uneven batches, eager and traced.
+for graph in (False, True):
+    mode = "graph" if graph else "eager"
+    CHECKS.check(f"axis=-1 {mode}")(
+        lambda directory, graph=graph: check_layer(-1, (3, 4), graph, sizes()))
+    CHECKS.check(f"axis=1 {mode}")(
+        lambda directory, graph=graph: check_layer(1, (4, 3), graph, sizes()))
+# Once (at two ranks), to keep the test cheap.
+CHECKS.check("mask")(lambda directory: check_layer(-1, (5, 3), False, sizes(), mask=True))
+CHECKS.check("even")(lambda directory: check_layer(-1, (2, 3), True, sizes(even=2)))
+CHECKS.check("fit")(check_fit)
+
+
 def main():
-    hvd.init()
-    if hvd.size() == 1:
-        check_single_rank()
-        check_refusals()
-    else:
-        for graph in (False, True):
-            check_layer(-1, (3, 4), graph, sizes())
-            check_layer(1, (4, 3), graph, sizes())
-        if hvd.size() == 2:  # the rest once, to keep the test cheap
-            check_layer(-1, (5, 3), False, sizes(), mask=True)
-            check_layer(-1, (2, 3), True, sizes(even=2))
-            check_fit(sys.argv[1])
+    CHECKS.run(sys.argv[1], only=sys.argv[2:] or None)
     print(f"rank {hvd.rank()}: sync batch norm checks passed", flush=True)
 
 

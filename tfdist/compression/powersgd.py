@@ -81,11 +81,9 @@ class PowerSGDCompressor(Compressor):
                   op: ops.ReduceOp, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0,
                   group_name: Optional[str] = None) -> List[tf.Tensor]:
-        op = stateful.check_op("powersgd", op)
-        tensors = [tf.convert_to_tensor(t) for t in tensors]
+        op, tensors = stateful.checked_call("powersgd", op, tensors, names, group_name)
         if not tensors:
             return []
-        stateful.check_names("powersgd", names, group_name)
         # Tensors that go as factors are computed in float32; the others (vectors,
         # matrices too small to factor) are allreduced in their own dtype.
         stateful.warn_float64("powersgd", [t for t in tensors if t.dtype.is_floating
@@ -101,10 +99,7 @@ class PowerSGDCompressor(Compressor):
             return self._compressed(tensors, names, key, scales)
 
         with tf.control_dependencies([stateful.agreement(self, names, group_name)]):
-            if self.start_step == 0:
-                return compressed()
-            step = _library.ops().tfdist_compression_step(state_name=f"powersgd/{key}")
-            return tf.cond(step >= self.start_step, compressed, dense)
+            return stateful.from_start_step("powersgd", key, self.start_step, compressed, dense)
 
     def _compressed(self, tensors: List[tf.Tensor], names: Sequence[str], key: str,
                     scales: Dict[str, Any]) -> List[tf.Tensor]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import numbers
 import warnings
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import tensorflow as tf
 
@@ -35,6 +35,35 @@ FLOAT32_BYTES = 4
 def dense_wire_bytes(nbytes: int, size: int) -> int:
     """Bytes one rank sends in a bandwidth-optimal allreduce (ring, Rabenseifner) of ``nbytes``."""
     return int(round(2 * (size - 1) / size * nbytes)) if size > 1 else 0
+
+
+_Result = TypeVar("_Result")
+
+
+def checked_call(compressor: str, op: ops.ReduceOp, tensors: Sequence[Any],
+                 names: Sequence[str],
+                 group_name: Optional[str]) -> Tuple[ops.ReduceOp, List[tf.Tensor]]:
+    """The op and the tensors of one call, after the checks every call makes first
+    (``check_op``; ``check_names`` when there are tensors at all)."""
+    op = check_op(compressor, op)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if tensors:
+        check_names(compressor, names, group_name)
+    return op, tensors
+
+
+def from_start_step(compressor: str, key: str, start_step: int,
+                    compressed: Callable[[], _Result],
+                    dense: Callable[[], _Result]) -> _Result:
+    """``compressed()`` once the call's step count reaches ``start_step``, ``dense()`` before.
+
+    The steps are counted per call in the rank's state (``step/<compressor>/<key>``,
+    which ``tfdist.runtime.rank_state()`` shows).
+    """
+    if not start_step:
+        return compressed()
+    step = _library.ops().tfdist_compression_step(state_name=f"{compressor}/{key}")
+    return tf.cond(step >= start_step, compressed, dense)
 
 
 def check_op(compressor: str, op: ops.ReduceOp) -> ops.ReduceOp:

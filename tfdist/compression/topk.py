@@ -143,11 +143,9 @@ class TopKCompressor(Compressor):
                   op: ops.ReduceOp, prescale_factor: float = 1.0,
                   postscale_factor: float = 1.0,
                   group_name: Optional[str] = None) -> List[tf.Tensor]:
-        op = stateful.check_op("topk", op)
-        tensors = [tf.convert_to_tensor(t) for t in tensors]
+        op, tensors = stateful.checked_call("topk", op, tensors, names, group_name)
         if not tensors:
             return []
-        stateful.check_names("topk", names, group_name)
         for tensor, name in zip(tensors, names):
             if not tensor.dtype.is_floating:
                 raise TypeError(f"Compression.topk compresses floating-point tensors only; "
@@ -189,11 +187,8 @@ class TopKCompressor(Compressor):
             with tf.control_dependencies([stateful.count_uncompressed(dense, sent)]):
                 return tf.identity(self._sparse_sum(floats, names, sizes, key))
 
-        if not self.start_step:
-            return sparse()
-        step = _library.ops().tfdist_compression_step(state_name=f"topk/{key}")
-        return tf.cond(step >= self.start_step, sparse,
-                       lambda: self._dense_sum(floats, names, key))
+        return stateful.from_start_step("topk", key, self.start_step, sparse,
+                                        lambda: self._dense_sum(floats, names, key))
 
     def _sparse_sum(self, floats: List[tf.Tensor], names: Sequence[str], sizes: List[int],
                     key: str) -> tf.Tensor:

@@ -27,30 +27,30 @@ Status CollectiveExecutor::AllreduceAdasum(const std::vector<Request*>& group) {
   unsigned char* buffer = fusion_buffer_.data();
   const std::string& label = group[0]->name;
 
-  int64_t start = timeline_.NowMicros();
-  size_t offset = 0;
-  for (size_t i = 0; i < group.size(); ++i) {
-    // A stand-in's identity (zeros) is what Adasum leaves out.
-    CopyIn(*group[i], buffer + offset, accumulation, counts[i]);
-    offset += counts[i] * element;
-  }
-  timeline_.Complete(label, "FUSION_COPY_IN", start, group.size(), bytes, "");
-
-  start = timeline_.NowMicros();
-  Status status = AdasumAllreduce(wire_, buffer, counts, accumulation);
-  timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes, "adasum");
-  if (!status.ok()) return status;
-
-  start = timeline_.NowMicros();
-  offset = 0;
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (!group[i]->stand_in) {
-      ConvertScaled(buffer + offset, accumulation, group[i]->output, d.dtype, counts[i],
-                    d.postscale);
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_IN", group.size(), bytes);
+    size_t offset = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      // A stand-in's identity (zeros) is what Adasum leaves out.
+      CopyIn(*group[i], buffer + offset, accumulation, counts[i]);
+      offset += counts[i] * element;
     }
-    offset += counts[i] * element;
   }
-  timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
+  {
+    TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes, "adasum");
+    TFDIST_RETURN_IF_ERROR(AdasumAllreduce(wire_, buffer, counts, accumulation));
+  }
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", group.size(), bytes);
+    size_t offset = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (!group[i]->stand_in) {
+        ConvertScaled(buffer + offset, accumulation, group[i]->output, d.dtype, counts[i],
+                      d.postscale);
+      }
+      offset += counts[i] * element;
+    }
+  }
   stats_.allreduce_calls++;
   stats_.tensors_reduced += group.size();
   stats_.bytes_reduced += bytes;

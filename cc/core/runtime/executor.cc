@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "cc/core/collectives/allgather.h"
@@ -87,45 +89,124 @@ double UnpackScale(const TensorDescription& d) {
 
 }  // namespace
 
-Status CollectiveExecutor::Allreduce(const std::vector<Request*>& group) {
-  const TensorDescription& d = group[0]->description;
-  if (d.combiner == Combiner::kAdasum) return AllreduceAdasum(group);
+// What every plan holds: the executor whose paths it runs.
+class CollectiveExecutor::ExecutorPlan : public AllreducePlan {
+ public:
+  explicit ExecutorPlan(CollectiveExecutor& executor) : executor_(executor) {}
+
+ protected:
+  CollectiveExecutor& executor_;
+};
+
+// Adasum is its own algorithm and goes first, whatever the description's
+// `algorithm` resolves to (adasum_executor.cc).
+class CollectiveExecutor::AdasumPlan final : public ExecutorPlan {
+ public:
+  using ExecutorPlan::ExecutorPlan;
+  bool Applies(const AllreduceGroup& group) const override {
+    return group.description.combiner == Combiner::kAdasum;
+  }
+  Status Run(const AllreduceGroup& group) override {
+    return executor_.AllreduceAdasum(group.requests);
+  }
+};
+
+// The ring reads each input where it lies, writes each result straight into
+// its output and applies the postscale as it goes: no pass over memory of its
+// own, which for large tensors is most of what the executor costs. It needs
+// the tensors reduced in their own type and no prescale. A tensor alone runs
+// so whatever its size; in a group, the large members do, with the small ones
+// packed beside them.
+class CollectiveExecutor::RingWhereTheyLiePlan final : public ExecutorPlan {
+ public:
+  using ExecutorPlan::ExecutorPlan;
+  bool Applies(const AllreduceGroup& group) const override {
+    const TensorDescription& d = group.description;
+    return group.algorithm == AllreduceAlgorithm::kRing && WireType(d) == d.dtype &&
+           d.prescale == 1.0 && !ScalesWhilePacking(d) &&
+           (group.has_large || group.requests.size() == 1);
+  }
+  Status Run(const AllreduceGroup& group) override {
+    return executor_.RingWhereTheyLie(group.requests, group.algorithm, group.bytes);
+  }
+};
+
+// A tensor alone, compressed to 16 bits (request.h WireCompression), on the
+// ring: rounded and widened segment by segment inside the ring rather than in
+// passes of their own. A stand-in has no input to read; it goes through the
+// fusion buffer (FusedPlan).
+class CollectiveExecutor::RingCompressedPlan final : public ExecutorPlan {
+ public:
+  using ExecutorPlan::ExecutorPlan;
+  bool Applies(const AllreduceGroup& group) const override {
+    const TensorDescription& d = group.description;
+    return group.algorithm == AllreduceAlgorithm::kRing && group.requests.size() == 1 &&
+           !group.requests[0]->stand_in && WireType(d) != AccumulationType(d.dtype);
+  }
+  Status Run(const AllreduceGroup& group) override {
+    return executor_.RingCompressed(*group.requests[0], group.algorithm, group.bytes);
+  }
+};
+
+// Another algorithm for a group with large members: packing those would cost
+// more than it saves (fusion.h), so they run on their own.
+class CollectiveExecutor::LargeApartPlan final : public ExecutorPlan {
+ public:
+  using ExecutorPlan::ExecutorPlan;
+  bool Applies(const AllreduceGroup& group) const override {
+    return group.has_large && group.requests.size() > 1;
+  }
+  Status Run(const AllreduceGroup& group) override {
+    return executor_.AllreduceLargeApart(group.requests);
+  }
+};
+
+// Anything else: packed into the fusion buffer, or one tensor alone in its
+// output, with any algorithm. Applies to every group, so it comes last.
+class CollectiveExecutor::FusedPlan final : public ExecutorPlan {
+ public:
+  using ExecutorPlan::ExecutorPlan;
+  bool Applies(const AllreduceGroup&) const override { return true; }
+  Status Run(const AllreduceGroup& group) override {
+    return executor_.AllreduceFused(group.requests);
+  }
+};
+
+std::vector<std::unique_ptr<AllreducePlan>> CollectiveExecutor::AllreducePlans() {
+  std::vector<std::unique_ptr<AllreducePlan>> plans;
+  plans.push_back(std::make_unique<AdasumPlan>(*this));
+  plans.push_back(std::make_unique<RingWhereTheyLiePlan>(*this));
+  plans.push_back(std::make_unique<RingCompressedPlan>(*this));
+  plans.push_back(std::make_unique<LargeApartPlan>(*this));
+  plans.push_back(std::make_unique<FusedPlan>(*this));
+  return plans;
+}
+
+Status CollectiveExecutor::Allreduce(const std::vector<Request*>& requests) {
+  const TensorDescription& d = requests[0]->description;
   size_t bytes = 0;
-  bool large = false;
-  for (const Request* r : group) {
+  bool has_large = false;
+  for (const Request* r : requests) {
     bytes += AccumulationBytes(r->description);
-    large = large || ReducedWhereItLies(*r);
+    has_large = has_large || ReducedWhereItLies(*r);
   }
-  const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes);
-  // The ring reads each input where it lies, writes each result straight
-  // into its output and applies the postscale as it goes: no pass over
-  // memory of its own, which for large tensors is most of what the executor
-  // costs. It needs the tensors reduced in their own type and no prescale.
-  // What goes on the wire depends on this choice (the ring forwards scaled
-  // chunks), so it depends only on the descriptions, the same on every rank.
-  const bool ring_where_they_lie = algorithm == AllreduceAlgorithm::kRing &&
-                                   WireType(d) == d.dtype && d.prescale == 1.0 &&
-                                   !ScalesWhilePacking(d);
-  if (ring_where_they_lie && (large || group.size() == 1)) {
-    return RingWhereTheyLie(group, algorithm, bytes);
+  const AllreduceGroup group{requests, d, bytes, has_large, Resolve(d.algorithm, bytes)};
+  for (const std::unique_ptr<AllreducePlan>& plan : allreduce_plans_) {
+    if (plan->Applies(group)) return plan->Run(group);
   }
-  if (algorithm == AllreduceAlgorithm::kRing && group.size() == 1 && !group[0]->stand_in &&
-      WireType(d) != AccumulationType(d.dtype)) {
-    return RingCompressed(*group[0], algorithm, bytes);
+  return Status::Internal("tfdist: no allreduce plan applies to '" + requests[0]->name + "'");
+}
+
+Status CollectiveExecutor::AllreduceLargeApart(const std::vector<Request*>& group) {
+  std::vector<Request*> small;
+  std::vector<Request*> alone;
+  for (Request* r : group) (ReducedWhereItLies(*r) ? alone : small).push_back(r);
+  Status status = small.empty() ? Status::OK() : AllreduceFused(small);
+  for (Request* r : alone) {
+    if (!status.ok()) break;
+    status = Allreduce({r});
   }
-  if (large && group.size() > 1) {
-    // Another algorithm: the small ones fused, each large one on its own.
-    std::vector<Request*> small;
-    std::vector<Request*> alone;
-    for (Request* r : group) (ReducedWhereItLies(*r) ? alone : small).push_back(r);
-    Status status = small.empty() ? Status::OK() : AllreduceFused(small);
-    for (Request* r : alone) {
-      if (!status.ok()) break;
-      status = Allreduce({r});
-    }
-    return status;
-  }
-  return AllreduceFused(group);
+  return status;
 }
 
 Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
@@ -158,42 +239,46 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   unsigned char* scratch = packed + packed_bytes;
   const std::string& label = group[0]->name;
 
-  int64_t start = timeline_.NowMicros();
   std::vector<RingSpan> spans;
   if (packed_bytes > 0) spans.push_back({packed_bytes, packed, nullptr});
   size_t offset = 0;
-  for (const Request* r : group) {
-    const size_t member_bytes = AccumulationBytes(r->description);
-    if (!where_it_lies(*r)) {
-      CopyIn(*r, packed + offset, d.dtype, member_bytes / element);
-      offset += member_bytes;
-    } else if (r->stand_in) {
-      CopyIn(*r, scratch, d.dtype, member_bytes / element);
-      spans.push_back({member_bytes, scratch, nullptr});
-      scratch += member_bytes;
-    } else {
-      if (r->input != r->output) {
-        AdviseHugePages(r->output, member_bytes);
-        huge_pages_.Collapse(r->input, member_bytes);
+  {
+    // The packing is a phase of its own only when there is any; the setup of
+    // the ring's spans around it counts as part of it.
+    std::optional<TimelineSpan> copy_in;
+    if (packed_bytes > 0) {
+      copy_in.emplace(timeline_, label, "FUSION_COPY_IN", packed_count, packed_bytes);
+    }
+    for (const Request* r : group) {
+      const size_t member_bytes = AccumulationBytes(r->description);
+      if (!where_it_lies(*r)) {
+        CopyIn(*r, packed + offset, d.dtype, member_bytes / element);
+        offset += member_bytes;
+      } else if (r->stand_in) {
+        CopyIn(*r, scratch, d.dtype, member_bytes / element);
+        spans.push_back({member_bytes, scratch, nullptr});
+        scratch += member_bytes;
+      } else {
+        if (r->input != r->output) {
+          AdviseHugePages(r->output, member_bytes);
+          huge_pages_.Collapse(r->input, member_bytes);
+        }
+        huge_pages_.Collapse(r->output, member_bytes);
+        spans.push_back({member_bytes, static_cast<unsigned char*>(r->output),
+                         r->input == r->output ? nullptr
+                                               : static_cast<const unsigned char*>(r->input)});
       }
-      huge_pages_.Collapse(r->output, member_bytes);
-      spans.push_back({member_bytes, static_cast<unsigned char*>(r->output),
-                       r->input == r->output ? nullptr
-                                             : static_cast<const unsigned char*>(r->input)});
     }
   }
-  if (packed_bytes > 0) {
-    timeline_.Complete(label, "FUSION_COPY_IN", start, packed_count, packed_bytes, "");
+
+  {
+    TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
+                      AllreduceAlgorithmName(algorithm));
+    TFDIST_RETURN_IF_ERROR(RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale));
   }
 
-  start = timeline_.NowMicros();
-  Status status = RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale);
-  timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
-                     AllreduceAlgorithmName(algorithm));
-  if (!status.ok()) return status;
-
   if (packed_bytes > 0) {
-    start = timeline_.NowMicros();
+    TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", packed_count, packed_bytes);
     offset = 0;
     for (Request* r : group) {
       if (where_it_lies(*r)) continue;
@@ -201,7 +286,6 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
       if (!r->stand_in) std::memcpy(r->output, packed + offset, member_bytes);
       offset += member_bytes;
     }
-    timeline_.Complete(label, "FUSION_COPY_OUT", start, packed_count, packed_bytes, "");
   }
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
@@ -217,17 +301,16 @@ Status CollectiveExecutor::RingCompressed(Request& request, AllreduceAlgorithm a
     AdviseHugePages(request.output, count * DataTypeSize(d.dtype));
   }
   const uint64_t sent_before = stats_.bytes_sent;
-  int64_t start = timeline_.NowMicros();
-  Status status = RingAllreduceCompressed(wire_, request.input, d.dtype, PackScale(d),
-                                          fusion_buffer_.data(), WireType(d), request.output,
-                                          count, d.op);
-  timeline_.Complete(request.name, "ALLREDUCE", start, 1, bytes,
-                     AllreduceAlgorithmName(algorithm));
-  if (!status.ok()) return status;
+  {
+    TimelineSpan span(timeline_, request.name, "ALLREDUCE", 1, bytes,
+                      AllreduceAlgorithmName(algorithm));
+    TFDIST_RETURN_IF_ERROR(RingAllreduceCompressed(wire_, request.input, d.dtype,
+                                                   PackScale(d), fusion_buffer_.data(),
+                                                   WireType(d), request.output, count, d.op));
+  }
   if (UnpackScale(d) != 1.0) {
-    start = timeline_.NowMicros();
+    TimelineSpan span(timeline_, request.name, "SCALE_OUTPUT", 1, bytes);
     ConvertScaled(request.output, d.dtype, request.output, d.dtype, count, UnpackScale(d));
-    timeline_.Complete(request.name, "SCALE_OUTPUT", start, 1, bytes, "");
   }
   CountSaved(sent_before, d);
   CountAllreduce(request.name, 1, bytes, algorithm);
@@ -265,13 +348,13 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   const bool hierarchical_from_input = in_place && !stand_in &&
                                        algorithm == AllreduceAlgorithm::kHierarchical &&
                                        group[0]->input != buffer && PackScale(d) == 1.0;
-  int64_t start = timeline_.NowMicros();
   if (hierarchical_from_input) {
     // Nothing to copy in.
   } else if (in_place) {
+    TimelineSpan span(timeline_, label, "COPY_INPUT", 1, bytes);
     CopyIn(*group[0], buffer, d.dtype, total);
-    timeline_.Complete(label, "COPY_INPUT", start, 1, bytes, "");
   } else {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_IN", group.size(), bytes);
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
     if (bytes > kLargestFusedTensorBytes) {
@@ -291,23 +374,23 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
       CopyIn(*r, fusion_buffer_.data() + offset, accumulation, n);
       offset += n * element;
     }
-    timeline_.Complete(label, "FUSION_COPY_IN", start, group.size(), bytes, "");
   }
 
-  start = timeline_.NowMicros();
-  Status status = hierarchical_from_input
-                      ? HierarchicalAllreduce(wire_, hosts_, CostModelPlanner(network_),
-                                              group[0]->input, buffer, total, accumulation, d.op)
-                      : ReduceInPlace(buffer, total, accumulation, d.op, algorithm);
-  timeline_.Complete(label, "ALLREDUCE", start, group.size(), bytes,
-                     AllreduceAlgorithmName(algorithm));
-  if (!status.ok()) return status;
+  {
+    TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
+                      AllreduceAlgorithmName(algorithm));
+    TFDIST_RETURN_IF_ERROR(
+        hierarchical_from_input
+            ? HierarchicalAllreduce(wire_, hosts_, CostModelPlanner(network_),
+                                    group[0]->input, buffer, total, accumulation, d.op)
+            : ReduceInPlace(buffer, total, accumulation, d.op, algorithm));
+  }
 
-  start = timeline_.NowMicros();
   if (in_place && !stand_in && UnpackScale(d) != 1.0) {
+    TimelineSpan span(timeline_, label, "SCALE_OUTPUT", 1, bytes);
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
-    timeline_.Complete(label, "SCALE_OUTPUT", start, 1, bytes, "");
   } else if (!in_place) {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", group.size(), bytes);
     size_t offset = 0;
     for (Request* r : group) {
       const size_t n = static_cast<size_t>(r->description.num_elements());
@@ -317,7 +400,6 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
       }
       offset += n * element;
     }
-    timeline_.Complete(label, "FUSION_COPY_OUT", start, group.size(), bytes, "");
   }
 
   CountSaved(sent_before, d);
@@ -355,12 +437,13 @@ Status CollectiveExecutor::Allgather(Request& request,
   void* output = nullptr;
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
   AdviseHugePages(output, static_cast<size_t>(rows) * row_bytes);
-  const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, request.input,
-                                        bytes_per_rank[transport_.rank()], output,
-                                        bytes_per_rank));
   const size_t total = static_cast<size_t>(rows) * row_bytes;
-  timeline_.Complete(request.name, "ALLGATHER", start, 1, total, "ring");
+  {
+    TimelineSpan span(timeline_, request.name, "ALLGATHER", 1, total, "ring");
+    TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, request.input,
+                                          bytes_per_rank[transport_.rank()], output,
+                                          bytes_per_rank));
+  }
   stats_.allgather_calls++;
   Log("allgather", request.name, 1, total, "ring");
   return Status::OK();
@@ -372,9 +455,10 @@ Status CollectiveExecutor::Broadcast(Request& request) {
   if (transport_.rank() == d.root) {
     ConvertScaled(request.input, d.dtype, request.output, d.dtype, d.num_elements(), 1.0);
   }
-  const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(BinomialBroadcast(wire_, request.output, bytes, d.root));
-  timeline_.Complete(request.name, "BROADCAST", start, 1, bytes, "binomial");
+  {
+    TimelineSpan span(timeline_, request.name, "BROADCAST", 1, bytes, "binomial");
+    TFDIST_RETURN_IF_ERROR(BinomialBroadcast(wire_, request.output, bytes, d.root));
+  }
   stats_.broadcast_calls++;
   Log("broadcast", request.name, 1, bytes, "binomial");
   return Status::OK();
@@ -397,11 +481,12 @@ Status CollectiveExecutor::Alltoall(Request& request,
   void* output = nullptr;
   TFDIST_RETURN_IF_ERROR(request.allocate_output(WithFirstDimension(d, rows), &output));
   TFDIST_RETURN_IF_ERROR(request.report_splits(received_splits));
-  const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(
-      PairwiseAlltoallv(wire_, request.input, send_bytes, output, recv_bytes));
   const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
-  timeline_.Complete(request.name, "ALLTOALL", start, 1, total, "pairwise");
+  {
+    TimelineSpan span(timeline_, request.name, "ALLTOALL", 1, total, "pairwise");
+    TFDIST_RETURN_IF_ERROR(
+        PairwiseAlltoallv(wire_, request.input, send_bytes, output, recv_bytes));
+  }
   stats_.alltoall_calls++;
   Log("alltoall", request.name, 1, total, "pairwise");
   return Status::OK();
@@ -430,10 +515,11 @@ Status CollectiveExecutor::Reducescatter(Request& request) {
   const size_t total = static_cast<size_t>(d.num_elements());
   if (fusion_buffer_.size() < total * element) fusion_buffer_.resize(total * element);
   CopyIn(request, fusion_buffer_.data(), accumulation, total);
-  const int64_t start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(
-      RingReducescatter(wire_, fusion_buffer_.data(), counts, accumulation, d.op));
-  timeline_.Complete(request.name, "REDUCESCATTER", start, 1, total * element, "ring");
+  {
+    TimelineSpan span(timeline_, request.name, "REDUCESCATTER", 1, total * element, "ring");
+    TFDIST_RETURN_IF_ERROR(
+        RingReducescatter(wire_, fusion_buffer_.data(), counts, accumulation, d.op));
+  }
   ConvertScaled(fusion_buffer_.data() + my_offset * element, accumulation, output, d.dtype,
                 counts[me], d.postscale);
   stats_.reducescatter_calls++;

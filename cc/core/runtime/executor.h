@@ -1,15 +1,18 @@
 // Runs negotiated collectives on this rank's buffers: packs fused tensors,
 // stages 16-bit floats in float32, applies scale factors, picks the
-// allreduce algorithm and hands the bytes to cc/core/collectives.
+// allreduce algorithm and the plan that runs it (allreduce_plan.h) and hands
+// the bytes to cc/core/collectives.
 #ifndef TFDIST_CORE_RUNTIME_EXECUTOR_H_
 #define TFDIST_CORE_RUNTIME_EXECUTOR_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "cc/core/tuning/cost_model.h"
+#include "cc/core/runtime/allreduce_plan.h"
 #include "cc/core/runtime/memory_advice.h"
 #include "cc/core/runtime/request.h"
 #include "cc/core/runtime/stats.h"
@@ -45,13 +48,18 @@ class CollectiveExecutor {
         default_algorithm_(default_algorithm),
         debug_log_(debug_log),
         stats_(stats),
-        timeline_(timeline) {}
+        timeline_(timeline),
+        allreduce_plans_(AllreducePlans()) {}
+  // The plans hold the executor they run on.
+  CollectiveExecutor(const CollectiveExecutor&) = delete;
+  CollectiveExecutor& operator=(const CollectiveExecutor&) = delete;
 
   // The algorithm an allreduce of `bytes` (in the accumulation type) runs
   // with when it asks for `requested`.
   AllreduceAlgorithm Resolve(AllreduceAlgorithm requested, size_t bytes) const;
 
-  // All requests in `group` are allreduces that fusion.h allowed to share.
+  // All requests in `group` are allreduces that fusion.h allowed to share;
+  // the first of AllreducePlans() that applies runs them.
   Status Allreduce(const std::vector<Request*>& group);
   Status Allgather(Request& request, const std::vector<TensorDescription>& per_rank);
   Status Broadcast(Request& request);
@@ -67,6 +75,16 @@ class CollectiveExecutor {
   Status Join(Request& request, int last_joined);
 
  private:
+  // The allreduce plans (executor.cc), one per path below.
+  class ExecutorPlan;
+  class AdasumPlan;
+  class RingWhereTheyLiePlan;
+  class RingCompressedPlan;
+  class LargeApartPlan;
+  class FusedPlan;
+  // The plans in the order they are asked.
+  std::vector<std::unique_ptr<AllreducePlan>> AllreducePlans();
+
   // One ring over the tensors where they lie (a tensor alone, or those of a
   // group over kLargestFusedTensorBytes, fusion.h) and the fusion buffer
   // holding the group's small ones; `bytes` is the group's total.
@@ -76,6 +94,9 @@ class CollectiveExecutor {
   // the ring: rounded and widened segment by segment inside the ring, with
   // the fusion buffer as the wire copy (RingAllreduceCompressed).
   Status RingCompressed(Request& request, AllreduceAlgorithm algorithm, size_t bytes);
+  // A group with large members run by another algorithm: the small members
+  // fused, then each large one as an allreduce of its own.
+  Status AllreduceLargeApart(const std::vector<Request*>& group);
   // Packed into the fusion buffer, or one tensor alone in its output, with
   // any algorithm.
   Status AllreduceFused(const std::vector<Request*>& group);
@@ -108,6 +129,8 @@ class CollectiveExecutor {
   Timeline& timeline_;
   std::vector<uint8_t> fusion_buffer_;
   HugePageCollapser huge_pages_;  // for tensors reduced where they lie
+  // Last: the plans call back into the members above.
+  std::vector<std::unique_ptr<AllreducePlan>> allreduce_plans_;
 };
 
 }  // namespace tfdist

@@ -70,30 +70,31 @@ Status CollectiveExecutor::GroupedAllgather(
   unsigned char* buffer = fusion_buffer_.data();
   const std::string& label = members[0]->name;
 
-  int64_t start = timeline_.NowMicros();
-  size_t position = block_offset[me];
-  for (size_t m = 0; m < members.size(); ++m) {
-    if (bytes[m][me] > 0) std::memcpy(buffer + position, members[m]->input, bytes[m][me]);
-    position += bytes[m][me];
-  }
-  timeline_.Complete(label, "FUSION_COPY_IN", start, members.size(), block_bytes[me], "");
-
-  start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, buffer + block_offset[me], block_bytes[me],
-                                        buffer, block_bytes));
-  timeline_.Complete(label, "ALLGATHER", start, members.size(), total, "ring");
-
-  start = timeline_.NowMicros();
-  std::vector<size_t> cursor(block_offset.begin(), block_offset.end() - 1);
-  for (size_t m = 0; m < members.size(); ++m) {
-    size_t written = 0;
-    for (int r = 0; r < size; ++r) {
-      if (bytes[m][r] > 0) std::memcpy(outputs[m] + written, buffer + cursor[r], bytes[m][r]);
-      written += bytes[m][r];
-      cursor[r] += bytes[m][r];
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_IN", members.size(), block_bytes[me]);
+    size_t position = block_offset[me];
+    for (size_t m = 0; m < members.size(); ++m) {
+      if (bytes[m][me] > 0) std::memcpy(buffer + position, members[m]->input, bytes[m][me]);
+      position += bytes[m][me];
     }
   }
-  timeline_.Complete(label, "FUSION_COPY_OUT", start, members.size(), total, "");
+  {
+    TimelineSpan span(timeline_, label, "ALLGATHER", members.size(), total, "ring");
+    TFDIST_RETURN_IF_ERROR(RingAllgatherv(wire_, buffer + block_offset[me], block_bytes[me],
+                                          buffer, block_bytes));
+  }
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", members.size(), total);
+    std::vector<size_t> cursor(block_offset.begin(), block_offset.end() - 1);
+    for (size_t m = 0; m < members.size(); ++m) {
+      size_t written = 0;
+      for (int r = 0; r < size; ++r) {
+        if (bytes[m][r] > 0) std::memcpy(outputs[m] + written, buffer + cursor[r], bytes[m][r]);
+        written += bytes[m][r];
+        cursor[r] += bytes[m][r];
+      }
+    }
+  }
   stats_.allgather_calls++;
   Log("allgather", label, members.size(), total, "ring");
   return Status::OK();
@@ -134,38 +135,40 @@ Status CollectiveExecutor::GroupedReducescatter(const std::vector<Request*>& mem
   unsigned char* buffer = fusion_buffer_.data();
   const std::string& label = members[0]->name;
 
-  int64_t start = timeline_.NowMicros();
-  size_t position = 0;
-  for (int r = 0; r < size; ++r) {
-    for (size_t m = 0; m < members.size(); ++m) {
-      const Request& request = *members[m];
-      const TensorDescription& d = request.description;
-      unsigned char* destination = buffer + position * element;
-      if (request.stand_in) {
-        FillIdentity(destination, counts[m][r], accumulation, d.op);
-      } else {
-        const unsigned char* source = static_cast<const unsigned char*>(request.input) +
-                                      starts[m][r] * DataTypeSize(d.dtype);
-        ConvertScaled(source, d.dtype, destination, accumulation, counts[m][r], d.prescale);
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_IN", members.size(), total * element);
+    size_t position = 0;
+    for (int r = 0; r < size; ++r) {
+      for (size_t m = 0; m < members.size(); ++m) {
+        const Request& request = *members[m];
+        const TensorDescription& d = request.description;
+        unsigned char* destination = buffer + position * element;
+        if (request.stand_in) {
+          FillIdentity(destination, counts[m][r], accumulation, d.op);
+        } else {
+          const unsigned char* source = static_cast<const unsigned char*>(request.input) +
+                                        starts[m][r] * DataTypeSize(d.dtype);
+          ConvertScaled(source, d.dtype, destination, accumulation, counts[m][r], d.prescale);
+        }
+        position += counts[m][r];
       }
-      position += counts[m][r];
     }
   }
-  timeline_.Complete(label, "FUSION_COPY_IN", start, members.size(), total * element, "");
-
-  start = timeline_.NowMicros();
-  TFDIST_RETURN_IF_ERROR(RingReducescatter(wire_, buffer, segment, accumulation, first.op));
-  timeline_.Complete(label, "REDUCESCATTER", start, members.size(), total * element, "ring");
-
-  start = timeline_.NowMicros();
-  position = my_offset;
-  for (size_t m = 0; m < members.size(); ++m) {
-    const TensorDescription& d = members[m]->description;
-    ConvertScaled(buffer + position * element, accumulation, outputs[m], d.dtype,
-                  counts[m][me], d.postscale);
-    position += counts[m][me];
+  {
+    TimelineSpan span(timeline_, label, "REDUCESCATTER", members.size(), total * element,
+                      "ring");
+    TFDIST_RETURN_IF_ERROR(RingReducescatter(wire_, buffer, segment, accumulation, first.op));
   }
-  timeline_.Complete(label, "FUSION_COPY_OUT", start, members.size(), total * element, "");
+  {
+    TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", members.size(), total * element);
+    size_t position = my_offset;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const TensorDescription& d = members[m]->description;
+      ConvertScaled(buffer + position * element, accumulation, outputs[m], d.dtype,
+                    counts[m][me], d.postscale);
+      position += counts[m][me];
+    }
+  }
   stats_.reducescatter_calls++;
   Log("reducescatter", label, members.size(), total * element, "ring");
   return Status::OK();

@@ -2,7 +2,8 @@
 // of what the runtime did with each tensor: waiting for other ranks,
 // negotiation, fusion copies and the collective with its algorithm and size.
 // One row per tensor name, one process per rank. Disabled when no path is
-// given, and then every call is a cheap no-op.
+// given, and then every call is a cheap no-op. A phase the runtime runs is a
+// TimelineSpan, recorded when it goes out of scope.
 #ifndef TFDIST_CORE_RUNTIME_TIMELINE_H_
 #define TFDIST_CORE_RUNTIME_TIMELINE_H_
 
@@ -31,7 +32,9 @@ class Timeline {
   bool enabled() const { return file_ != nullptr; }
 
   int64_t NowMicros() const;
-  // One finished phase of `tensor`, from start_us to now.
+  // One finished phase of `tensor`, from start_us to now. For a phase known
+  // only after it ended (a wait measured from when a tensor was announced);
+  // a phase the caller runs is a TimelineSpan.
   void Complete(const std::string& tensor, const char* phase, int64_t start_us,
                 size_t tensors, size_t bytes, const char* algorithm);
 
@@ -43,6 +46,36 @@ class Timeline {
   int rank_ = 0;
   std::map<std::string, int> rows_;
   std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+};
+
+// One phase of `tensor` (a copy, a collective), recorded from construction to
+// destruction, so that every way out of the scope it covers, errors
+// included, ends it. `tensor` must outlive the span.
+class TimelineSpan {
+ public:
+  TimelineSpan(Timeline& timeline, const std::string& tensor, const char* phase,
+               size_t tensors, size_t bytes, const char* algorithm = "")
+      : timeline_(timeline),
+        tensor_(tensor),
+        phase_(phase),
+        tensors_(tensors),
+        bytes_(bytes),
+        algorithm_(algorithm),
+        start_us_(timeline.NowMicros()) {}
+  ~TimelineSpan() {
+    timeline_.Complete(tensor_, phase_, start_us_, tensors_, bytes_, algorithm_);
+  }
+  TimelineSpan(const TimelineSpan&) = delete;
+  TimelineSpan& operator=(const TimelineSpan&) = delete;
+
+ private:
+  Timeline& timeline_;
+  const std::string& tensor_;
+  const char* phase_;
+  size_t tensors_;
+  size_t bytes_;
+  const char* algorithm_;
+  int64_t start_us_;
 };
 
 }  // namespace tfdist
