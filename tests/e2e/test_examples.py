@@ -53,3 +53,12 @@ def test_keras_process_sets_trains_two_models_side_by_side():
                             r"accuracy (\d+\.\d+)", output))
     assert set(found) == {"0", "1"}, output[-3000:]
     assert all(float(accuracy) >= 0.9 for accuracy in found.values()), found
+
+
+def test_keras_elastic_trains_once_without_elastic_launch():
+    # Without `tfdistrun --elastic`, run() calls the training function once (and says
+    # why recovery is off); the example must still train to accuracy.
+    output = run_workers("examples/keras_elastic.py", 2,
+                         args=["--epochs", "3", "--min-accuracy", "0.85"], timeout=300)
+    assert "elastic recovery is off" in output
+    assert final_accuracy(output) >= 0.85
