@@ -232,6 +232,18 @@ def assert_check_passed(job: Job, name: str) -> None:
                          f"ranks {missing}: the job {ending} first:\n{job.output[-6000:]}")
 
 
+def expect_error(error_type, fn, *fragments):
+    """Runs fn, which must raise error_type with every fragment in its message."""
+    try:
+        fn()
+    except error_type as error:
+        message = error.message if hasattr(error, "message") else str(error)
+        for fragment in fragments:
+            assert fragment in message, f"{fragment!r} not in error message: {message}"
+        return message
+    raise AssertionError(f"{fn} should have raised {error_type.__name__}")
+
+
 def worker_main(body: Callable[[], None]) -> None:
     """Runs a worker's checks; on any failure, reports it and aborts every rank."""
     try:

@@ -310,19 +310,7 @@ def dataset_from(state, x, y, rank, size):
 def numpy_reference(w, b, x, y, size):
     """Uninterrupted SGD on the mean squared error, each step averaging the ranks' gradients."""
     steps = SAMPLES // (size * BATCH)
-    w, b = w.astype(np.float64), b.astype(np.float64)
-    for epoch in range(EPOCHS):
-        per_rank = [elastic_data.rank_indices(SAMPLES, epoch, 0, r, size, seed=SEED)
-                    for r in range(size)]
-        for step in range(steps):
-            gw, gb = np.zeros_like(w), np.zeros_like(b)
-            for indices in per_rank:
-                i = indices[step * BATCH:(step + 1) * BATCH]
-                error = x[i] @ w + b - y[i]
-                gw += 2.0 / error.size * x[i].T @ error / size
-                gb += 2.0 / error.size * error.sum(axis=0) / size
-            w, b = w - LR * gw, b - LR * gb
-    return w, b
+    return numpy_segments(w, b, x, y, [(size, epoch, 0, steps) for epoch in range(EPOCHS)])
 
 
 class FailAt(keras.callbacks.Callback):

@@ -15,23 +15,11 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import Checks, worker_main
+from mpi_harness import Checks, expect_error, worker_main
 
 CHECKS = Checks()
 check, setup = CHECKS.check, CHECKS.setup
 SETS = {}
-
-
-def expect_error(error_type, fn, *fragments):
-    """Runs fn, which must raise error_type with every fragment in its message."""
-    try:
-        fn()
-    except error_type as error:
-        message = error.message if hasattr(error, "message") else str(error)
-        for fragment in fragments:
-            assert fragment in message, f"{fragment!r} not in error message: {message}"
-        return message
-    raise AssertionError(f"{fn} should have raised {error_type.__name__}")
 
 
 def inputs(rank, shape=(5,), salt=0):
