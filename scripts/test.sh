@@ -28,4 +28,4 @@ make --no-print-directory -C cc -j2 sanitize
 echo "== C++ unit tests under ThreadSanitizer (any report fails the run)"
 make --no-print-directory -C cc -j2 tsan
 echo "== Python tests"
-pytest -q tests "$@"
+pytest -q --durations=20 tests "$@"

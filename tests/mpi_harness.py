@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,14 +82,49 @@ def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240
     path = WORKERS / script if (WORKERS / script).exists() else ROOT / script
     command = [find_mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
                sys.executable, str(path), *args]
+    started = time.monotonic()
     try:
         result = subprocess.run(command, env=mpi_environment(env), capture_output=True,
                                 text=True, timeout=timeout, cwd=str(ROOT))
     except subprocess.TimeoutExpired as error:
         output = (error.stdout or b"")
         output = output.decode(errors="replace") if isinstance(output, bytes) else output
+        record_launch(script, np, args, time.monotonic() - started)
         return Job(script, np, output, None, timeout)
+    record_launch(script, np, args, time.monotonic() - started)
     return Job(script, np, result.stdout + result.stderr, result.returncode, timeout)
+
+
+@dataclass
+class Launch:
+    """One mpirun the tests started, for the run's cost summary (conftest.py)."""
+    script: str
+    np: int
+    args: str
+    seconds: float
+
+
+#: Every launch of this pytest session, in order. CI's time goes mostly to starting
+#: ranks (each imports TensorFlow), so the summary counts rank-launches as well.
+LAUNCHES: List[Launch] = []
+
+
+def record_launch(script: str, np: int, args: Sequence[str], seconds: float) -> None:
+    """Notes a finished mpirun (also one that timed out) for the cost summary."""
+    LAUNCHES.append(Launch(Path(script).name, np, " ".join(args)[:60], seconds))
+
+
+def launch_summary(slowest: int = 15) -> List[str]:
+    """Lines that say how many launches and rank-launches ran, their wall time, and the
+    slowest ones; empty when none ran."""
+    if not LAUNCHES:
+        return []
+    total = sum(launch.seconds for launch in LAUNCHES)
+    lines = [f"{len(LAUNCHES)} mpirun launches, {sum(l.np for l in LAUNCHES)} ranks started, "
+             f"{total:.0f} s in all; the slowest:"]
+    for launch in sorted(LAUNCHES, key=lambda l: -l.seconds)[:slowest]:
+        lines.append(f"  {launch.seconds:7.1f} s  np={launch.np}  {launch.script} {launch.args}")
+    return lines
 
 
 def run_workers(script: str, np: int, args: Sequence[str] = (), timeout: float = 240,
