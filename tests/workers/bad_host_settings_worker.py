@@ -1,8 +1,9 @@
 """init() with a bad virtual-host or emulated-link setting must fail on every rank, naming it.
 
-A value ending in "@rank1" is given to rank 1 only (the others run without
-the variable), to check that the settings agreement names the setting.
-argv[1]: text the error must contain.
+argv[1:] are cases, each "SETTING=VALUE|expected text", tried one after another in this
+one job: a failed init() leaves nothing behind, so the next init() starts afresh. A value
+ending in "@rank1" is given to rank 1 only (the others run without the variable), to check
+that the settings agreement names the setting.
 """
 import os
 import sys
@@ -12,15 +13,13 @@ from mpi4py import MPI
 from mpi_harness import worker_main
 
 
-def main():
-    expected = sys.argv[1]
-    rank = MPI.COMM_WORLD.rank
-    for key, value in list(os.environ.items()):
-        if key.startswith("TFDIST_") and value.endswith("@rank1"):
-            if rank == 1:
-                os.environ[key] = value[:-len("@rank1")]
-            else:
-                del os.environ[key]
+def try_case(case: str, rank: int) -> None:
+    setting, expected = case.split("|", 1)
+    key, value = setting.split("=", 1)
+    if value.endswith("@rank1"):
+        value = value[:-len("@rank1")] if rank == 1 else None
+    if value is not None:
+        os.environ[key] = value
     import tfdist
     try:
         tfdist.init()
@@ -28,7 +27,15 @@ def main():
         assert expected in str(error), f"rank {rank}: {error}"
     else:
         raise AssertionError(f"rank {rank}: init() succeeded; expected an error naming {expected}")
-    print(f"rank {rank}: init failed as expected", flush=True)
+    finally:
+        os.environ.pop(key, None)
+    print(f"rank {rank}: init failed as expected: {expected}", flush=True)
+
+
+def main():
+    rank = MPI.COMM_WORLD.rank
+    for case in sys.argv[1:]:
+        try_case(case, rank)
 
 
 if __name__ == "__main__":
