@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -59,6 +60,10 @@ class Job:
     output: str
     returncode: Optional[int]  # None when the job ran past its timeout
     timeout: float
+    #: Where its check lines carry the worker's name (a shared job): "<worker>/".
+    check_prefix: str = ""
+    #: The directory made for it, where its arguments named one (a shared job's "{dir}").
+    directory: Optional[Path] = None
 
     def assert_ended(self, expect_failure: bool = False) -> str:
         """Fails as run_workers does if the job hung, failed, or (expect_failure) succeeded."""
@@ -154,6 +159,10 @@ class Checks:
     stuck in a collective, the test's timeout ends the job.
     """
 
+    #: Put before every check's name in the lines ``run`` prints; a shared job sets it to
+    #: the worker's name while that worker runs.
+    prefix = ""
+
     def __init__(self) -> None:
         self._steps: List[Tuple[Optional[str], Callable[..., None]]] = []
 
@@ -202,11 +211,12 @@ class Checks:
             try:
                 function(*args)
             except Exception:  # noqa: BLE001  (reported; the next check still runs)
-                print(f"CHECK {name} FAILED (rank {comm.rank})\n{traceback.format_exc()}",
+                print(f"CHECK {Checks.prefix}{name} FAILED (rank {comm.rank})\n"
+                      f"{traceback.format_exc()}",
                       end="", flush=True)
                 failing = 1
             else:
-                print(f"CHECK {name} ok (rank {comm.rank})", flush=True)
+                print(f"CHECK {Checks.prefix}{name} ok (rank {comm.rank})", flush=True)
                 failing = 0
             if comm.allreduce(failing, op=MPI.SUM):
                 failed.append(name)
@@ -254,11 +264,12 @@ def check_output(output: str, name: str, rank: int) -> str:
 def assert_check_passed(job: Job, name: str) -> None:
     """Passes when every rank of ``job`` printed ``CHECK <name> ok (rank r)``; fails with
     that check's output otherwise (or the job's end, if it never got there)."""
+    label = job.check_prefix + name
     missing = [rank for rank in range(job.np)
-               if f"CHECK {name} ok (rank {rank})" not in job.output]
+               if f"CHECK {label} ok (rank {rank})" not in job.output]
     if not missing:
         return
-    reports = [check_output(job.output, name, rank) for rank in missing]
+    reports = [check_output(job.output, label, rank) for rank in missing]
     if any(reports):
         raise AssertionError(f"check {name!r} of {job.script} on {job.np} ranks failed on "
                              f"ranks {missing}:\n" + "\n".join(filter(None, reports)))
@@ -266,6 +277,54 @@ def assert_check_passed(job: Job, name: str) -> None:
               else f"exited with status {job.returncode}")
     raise AssertionError(f"check {name!r} of {job.script} on {job.np} ranks did not finish on "
                          f"ranks {missing}: the job {ending} first:\n{job.output[-6000:]}")
+
+
+# ------------------------------------------------------------------ shared jobs
+
+_SHARED_RUNS: Dict[int, Tuple[Job, Dict[str, Path]]] = {}
+
+
+def shared_job(script: str, np: int) -> Job:
+    """The part of this size's shared job (tests/shared_jobs.py) that ran ``script``.
+
+    The first call at a size runs every member of it, one after another, in one mpirun;
+    later calls read the same output. The Job's check lines carry the worker's name
+    (``check_prefix``, which ``assert_check_passed`` reads), and its return code is 0 when
+    every rank ended the member well, the job's own when it did not, None when the job
+    hung before the member ended.
+    """
+    import tempfile
+    from shared_jobs import SHARED_JOBS
+    members = SHARED_JOBS.get(np, [])
+    if not any(member.script == script for member in members):
+        raise AssertionError(f"{script} has no place in the shared job at np={np} "
+                             "(tests/shared_jobs.py)")
+    if np not in _SHARED_RUNS:
+        directories: Dict[str, Path] = {}
+        specification = []
+        for member in members:
+            directory = Path(tempfile.mkdtemp(prefix=f"{Path(member.script).stem}-np{np}-"))
+            directories[member.script] = directory
+            fill = lambda text: text.replace("{dir}", str(directory))  # noqa: E731
+            specification.append({"script": member.script,
+                                  "args": [fill(arg) for arg in member.args],
+                                  "env": {key: fill(value) for key, value in member.env}})
+        job = run_job("shared_job.py", np, [json.dumps(specification)],
+                      timeout=sum(member.timeout for member in members))
+        LAUNCHES[-1].args = " ".join(Path(member.script).stem for member in members)[:60]
+        _SHARED_RUNS[np] = (job, directories)
+    job, directories = _SHARED_RUNS[np]
+    stem = Path(script).stem
+    ended = [f"SHARED {stem} ok (rank {rank})" in job.output for rank in range(np)]
+    failed = any(f"SHARED {stem} FAILED (rank {rank})" in job.output for rank in range(np))
+    if all(ended):
+        returncode: Optional[int] = 0
+    elif failed or job.returncode is not None:
+        returncode = job.returncode or 1
+    else:
+        returncode = None
+    return Job(script, np, job.output, returncode, job.timeout, check_prefix=f"{stem}/",
+               directory=directories[script])
 
 
 def expect_error(error_type, fn, *fragments):

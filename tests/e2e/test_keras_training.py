@@ -5,14 +5,14 @@ Every check trains a few steps with different data on every rank and
 compares every rank's weights with a single-process numpy reference that
 applies the mean gradient (tests/workers/keras_common.py); the workers also
 check that the same run without the wrapper does not match, so the checks
-can fail. One job per worker and size runs all of the worker's checks;
-test_*_check makes a test of each.
+can fail. Each size's shared job (tests/shared_jobs.py) runs all of both workers'
+checks; test_*_check makes a test of each.
 """
 import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
 
 OPTIMIZER = "keras_optimizer_worker.py"
 CALLBACKS = "keras_callbacks_worker.py"
@@ -20,14 +20,11 @@ SIZES = [2, 3]
 
 
 @pytest.fixture(scope="module")
-def keras_job(tmp_path_factory):
-    """Each worker's job at each size, run once however many tests read it."""
+def keras_job():
+    """Each worker's part of the shared job at each size (tests/shared_jobs.py)."""
     @functools.lru_cache(maxsize=None)
     def job(script, np_):
-        if script == OPTIMIZER:
-            directory = tmp_path_factory.mktemp(f"keras-np{np_}")
-            return run_job(script, np_, args=[str(directory)], timeout=240)
-        return run_job(script, np_, timeout=180)
+        return shared_job(script, np_)
     return job
 
 

@@ -7,7 +7,7 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
 
 WORKER = "compression_dense_worker.py"
 SIZES = [2, 3, 4]
@@ -17,7 +17,7 @@ SIZES = [2, 3, 4]
 def dense_job():
     @functools.lru_cache(maxsize=None)
     def job(np_):
-        return run_job(WORKER, np_, timeout=300, env={"TFDIST_ALLREDUCE_ALGORITHM": "ring"})
+        return shared_job(WORKER, np_)  # under TFDIST_ALLREDUCE_ALGORITHM=ring
     return job
 
 

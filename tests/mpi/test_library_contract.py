@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
 
 WORKER = "library_contract_worker.py"
 
@@ -18,7 +18,7 @@ WORKER = "library_contract_worker.py"
 def contract_job():
     @functools.lru_cache(maxsize=None)
     def job():
-        return run_job(WORKER, 2, timeout=240)
+        return shared_job(WORKER, 2)
     return job
 
 

@@ -11,16 +11,16 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
 
 WORKER = "local_variables_worker.py"
 
 
 @pytest.fixture(scope="module")
-def local_job(tmp_path_factory):
+def local_job():
     @functools.lru_cache(maxsize=None)
     def job():
-        return run_job(WORKER, 2, args=[str(tmp_path_factory.mktemp("local"))], timeout=240)
+        return shared_job(WORKER, 2)
     return job
 
 

@@ -10,22 +10,17 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
+from shared_jobs import SYNC_BN_RUNS as RUNS
 
 WORKER = "sync_batch_norm_worker.py"
-MULTI_RANK = ["axis=-1 eager", "axis=1 eager", "axis=-1 graph", "axis=1 graph"]
-# The checks each size runs: the layer against keras' own at one rank, the
-# several-rank checks at every other size, and the costlier ones once.
-RUNS = {1: ["single_rank", "refusals"], 2: MULTI_RANK + ["mask", "even", "fit"],
-        3: MULTI_RANK, 4: MULTI_RANK}
 
 
 @pytest.fixture(scope="module")
-def batch_norm_job(tmp_path_factory):
+def batch_norm_job():
     @functools.lru_cache(maxsize=None)
     def job(np_):
-        directory = tmp_path_factory.mktemp(f"sync-bn-np{np_}")
-        return run_job(WORKER, np_, args=[str(directory), *RUNS[np_]], timeout=240)
+        return shared_job(WORKER, np_)  # the checks RUNS names for np_
     return job
 
 
