@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -88,16 +89,36 @@ def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240
     command = [find_mpirun(), "-np", str(np), "--oversubscribe", "--bind-to", "none",
                sys.executable, str(path), *args]
     started = time.monotonic()
+    # Its own process group, so that a timeout ends the ranks too: killing mpirun alone
+    # would leave them running (and using the cores) after the test has failed.
+    process = subprocess.Popen(command, env=mpi_environment(env), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=str(ROOT),
+                               start_new_session=True)
     try:
-        result = subprocess.run(command, env=mpi_environment(env), capture_output=True,
-                                text=True, timeout=timeout, cwd=str(ROOT))
-    except subprocess.TimeoutExpired as error:
-        output = (error.stdout or b"")
-        output = output.decode(errors="replace") if isinstance(output, bytes) else output
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        output = end_process_group(process)
         record_launch(script, np, args, time.monotonic() - started)
         return Job(script, np, output, None, timeout)
     record_launch(script, np, args, time.monotonic() - started)
-    return Job(script, np, result.stdout + result.stderr, result.returncode, timeout)
+    return Job(script, np, output, process.returncode, timeout)
+
+
+def end_process_group(process: "subprocess.Popen[str]") -> str:
+    """Ends a job that ran past its timeout, ranks included (SIGTERM, then SIGKILL), and
+    returns what it had printed."""
+    for signal_number, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, signal_number)
+        except ProcessLookupError:
+            break
+        try:
+            output, _ = process.communicate(timeout=grace)
+            return output or ""
+        except subprocess.TimeoutExpired:
+            continue
+    output, _ = process.communicate()
+    return output or ""
 
 
 @dataclass
