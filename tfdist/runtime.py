@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tfdist import _communicator, _library
+from tfdist import _arguments, _communicator, _library
 from tfdist.config import RuntimeSettings
 
 
@@ -168,7 +168,11 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
     link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
     are reduced in float32, so pass twice their byte size.
     """
+    nbytes = _arguments.integer(nbytes, "nbytes", minimum=0)
     algorithms = _library.allreduce_algorithms()
+    if algorithm is not None and algorithm not in algorithms:
+        raise ValueError(f"algorithm={algorithm!r}: expected None or one of "
+                         f"{', '.join(repr(a) for a in algorithms)}")
     requested = algorithms.index(algorithm or "auto")
     chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
     if chosen < 0:
