@@ -54,6 +54,9 @@ def test_restarts_give_up_with_the_job_s_exit_code():
                     "import sys; sys.exit(5)", timeout=180)
     assert result.returncode != 0, result.stdout + result.stderr
     assert result.stderr.count("restart 1 of 1") == 1
+    # The last failure says what ended the job and that no restart is left.
+    assert ("tfdistrun: the job failed (exit 5: a rank exited with code 5; mpirun's message "
+            "above names it); no restarts left of 1") in result.stderr, result.stderr
 
 
 def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
