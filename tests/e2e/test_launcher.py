@@ -115,14 +115,19 @@ def test_ranks_that_ignore_the_preemption_are_killed_after_the_grace_period(tmp_
     assert 2 <= time.monotonic() - start < 30
 
 
-def test_a_second_sigterm_ends_the_grace_period_at_once(tmp_path):
+@pytest.mark.parametrize("second, code", [
+    (signal.SIGTERM, launcher.PREEMPTION_KILLED_EXIT_CODE),
+    (signal.SIGINT, launcher.INTERRUPTED_EXIT_CODE),  # Ctrl-C, as the grace message says
+], ids=["SIGTERM", "SIGINT"])
+def test_a_second_signal_ends_the_grace_period_at_once(tmp_path, second, code):
     job = start_sleeping_job(tmp_path, "--preempt-grace", "100")
     start = time.monotonic()
     job.send_signal(signal.SIGTERM)
     time.sleep(1)
-    job.send_signal(signal.SIGTERM)
+    job.send_signal(second)
     out, err = job.communicate(timeout=90)
-    assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
+    assert job.returncode == code, out + err
+    assert "still running in 100 s (--preempt-grace) are killed" in err, err
     assert time.monotonic() - start < 30, err
 
 
