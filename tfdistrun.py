@@ -215,6 +215,21 @@ def run(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float],
     return code
 
 
+def describe_exit(code: int) -> str:
+    """What mpirun's exit code says about the rank that ended the job, in words.
+
+    mpirun exits with the code of the first rank that failed, or 128 + N when
+    that rank was killed by signal N; its own message above names the rank.
+    """
+    if code > 128:
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            name = f"signal {code - 128}"
+        return f"exit {code}: a rank was killed by {name} (signal {code - 128})"
+    return f"exit {code}: a rank exited with code {code}"
+
+
 def run_with_restarts(argv: Sequence[str], env: Mapping[str, str], timeout: Optional[float],
                       restarts: int, preemption: Optional[Preemption] = None) -> int:
     """Runs the job, and again after each failure, up to ``restarts`` more times.
@@ -229,12 +244,19 @@ def run_with_restarts(argv: Sequence[str], env: Mapping[str, str], timeout: Opti
         env["TFDIST_RESTART"] = str(attempt)
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         code = run(argv, env, left, preemption)
-        if (code in (0, TIMEOUT_EXIT_CODE, INTERRUPTED_EXIT_CODE) or attempt >= restarts
+        if (code in (0, TIMEOUT_EXIT_CODE, INTERRUPTED_EXIT_CODE)
                 or (preemption is not None and preemption.requested)):
             return code
+        # Said once per failure: mpirun's report above names the first rank that
+        # failed; the other ranks' own messages say that they stopped because of it.
+        if attempt >= restarts:
+            print(f"tfdistrun: the job failed ({describe_exit(code)}; mpirun's message above "
+                  f"names it)" + (f"; no restarts left of {restarts}" if restarts else ""),
+                  file=sys.stderr, flush=True)
+            return code
         attempt += 1
-        print(f"tfdistrun: the job failed (exit {code}); restart {attempt} of {restarts}",
-              file=sys.stderr, flush=True)
+        print(f"tfdistrun: the job failed ({describe_exit(code)}); restart {attempt} of "
+              f"{restarts}", file=sys.stderr, flush=True)
 
 
 def _stop(job: subprocess.Popen) -> None:

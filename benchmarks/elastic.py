@@ -1,6 +1,6 @@
 """Elastic recovery: kill -9 of one of 4 ranks; time to the survivors' next step, and to 4 ranks again.
 
-    python -m benchmarks.elastic [--np 4] [--json docs/results/elastic-np4.json]
+    python -m benchmarks.elastic [--np 4] [--json docs/results/elastic-np4.json] [--plot]
 
 Runs two jobs with ``tfdistrun --elastic`` (this module is also the
 ranks' program). In each, the ranks train a small model (an allreduce of a
@@ -133,6 +133,37 @@ def summary(document: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_PHASE_COLOURS = {"detect": "tab:red", "stop_runtime": "tab:purple", "shrink": "tab:brown",
+                  "spawn": "tab:orange", "rebuild_runtime": "tab:blue",
+                  "sync_state": "tab:green"}
+
+
+def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
+    """Recovery timelines: for each job, rank 0's phases laid end to end from the kill, and
+    when the survivors completed their next step (and were back at full size)."""
+    runs = [(document, run) for document in documents for run in document["runs"]]
+    figure, axes_list = plt.subplots(len(runs), 1, figsize=(9, 1.6 * len(runs) + 0.8),
+                                     squeeze=False)
+    for axes, (document, run) in zip((a for row in axes_list for a in row), runs):
+        start = 0.0
+        for phase in PHASES:
+            length = run["phases_s"].get(phase) or 0.0
+            axes.broken_barh([(start, length)], (-0.3, 0.6), facecolors=_PHASE_COLOURS[phase],
+                             label=f"{phase} {length:.3f} s")
+            start += length
+        next_step = run["kill_to_next_step_s"]
+        axes.axvline(next_step, color="black", linestyle="--",
+                     label=f"next step done at {run['next_step_ranks']} ranks: {next_step:.3f} s")
+        axes.set_xlim(0, max(start, next_step) * 1.05)
+        axes.set_yticks([0], [f"{run['mode']}\n{run['ranks_before']} -> {run['ranks_after']} "
+                              f"ranks"])
+        axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes.set_xlabel("seconds from the kill -9 (rank 0's phases, end to end)", fontsize=8)
+    ranks = runs[0][1]["ranks_before"] if runs else "?"
+    figure.suptitle(f"elastic recovery timelines: kill -9 of 1 of {ranks} ranks")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--rank"]:  # the ranks' program (also what a replacement runs)
@@ -143,8 +174,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--np", type=int, default=4, help="ranks at the start (default 4)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds each job may take (default 300)")
-    _results.add_arguments(parser, plot=False)
+    _results.add_arguments(parser)
     args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
     if args.np < 2:
         parser.error(f"--np must be at least 2 (one rank is killed), got {args.np}")
     runs = []

@@ -76,7 +76,11 @@ def main() -> int:
               steps_per_epoch=steps_per_epoch, shuffle=False,  # make_epoch shuffles
               verbose=2 if hvd.rank() == 0 else 0,
               callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), backup])
-    _, accuracy = model.evaluate(x_val, y_val, verbose=0)
+    # A Dataset, not the arrays: for arrays Keras batches with a parallel map, which
+    # TensorFlow under op determinism turns into a sequential one, logging an error
+    # ("E0000 ... use_unbounded_threadpool") about an attribute it carries over.
+    validation = tf.data.Dataset.from_tensor_slices((x_val, y_val)).batch(256)
+    _, accuracy = model.evaluate(validation, verbose=0)
     if hvd.rank() == 0:
         print(f"ranks={hvd.size()} restart={os.environ.get('TFDIST_RESTART', '0')} "
               f"final validation accuracy {accuracy:.4f}", flush=True)

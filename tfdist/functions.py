@@ -71,6 +71,11 @@ def broadcast_variables(variables: Iterable[tf.Variable], root_rank: int = 0,
         raise TypeError("variables must be a list of variables (e.g. model.variables), got "
                         f"{type(variables).__name__}")
     variables = list(variables)
+    for index, variable in enumerate(variables):
+        if not (hasattr(variable, "assign") and hasattr(variable, "dtype")):
+            raise TypeError(f"variables must be a list of variables (tf.Variable or Keras "
+                            f"variables, e.g. model.variables); item {index} is "
+                            f"{variable!r:.60} ({type(variable).__name__})")
     local = [str(getattr(v, "path", None) or v.name) for v in variables if is_local(v)]
     if local:
         raise ValueError(

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tfdist import _communicator, _library
+from tfdist import _arguments, _communicator, _library
 from tfdist.config import RuntimeSettings
 
 
@@ -72,8 +72,7 @@ def _shutdown_at_exit() -> None:
     # The process is ending without shutdown(): the other ranks' waiting
     # collectives fail with this, so it must say what happened here. The
     # interpreter records an uncaught exception before it runs atexit
-    # handlers; a SystemExit's code it does not keep, but the launcher
-    # reports every rank's exit code.
+    # handlers; a SystemExit's code it does not keep.
     if not _library.LIBRARY_PATH.exists():
         return
     # After a peer failed (ULFM), MPI_Finalize, which mpi4py runs after this
@@ -83,14 +82,20 @@ def _shutdown_at_exit() -> None:
                                          int(_communicator.joined()))
     if not is_initialized():
         return
-    error = getattr(sys, "last_value", None)
+    why = _exit_reason(getattr(sys, "last_value", None))
+    _library.control().tfdist_shutdown(why.encode(errors="replace"))
+
+
+def _exit_reason(error: Optional[BaseException]) -> str:
+    """What the other ranks are told about this one's exit: the uncaught exception
+    that ends it (the first line, at most 200 characters), or that it exits without
+    shutdown(). A SystemExit's code is not known here; mpirun reports the code of
+    the first rank that exits non-zero, which may be a rank stopped by this one."""
     if error is not None:
         text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-        why = f"is exiting after an uncaught {text}"
-    else:
-        why = ("is exiting without calling tfdist.shutdown() (its script ended or called "
-               "sys.exit(); the launcher reports its exit code)")
-    _library.control().tfdist_shutdown(why.encode(errors="replace"))
+        return f"is exiting after an uncaught {text}"
+    return ("is exiting without calling tfdist.shutdown() (its script ended or called "
+            "sys.exit())")
 
 
 def is_initialized() -> bool:
@@ -168,7 +173,11 @@ def algorithm_for(nbytes: int, algorithm: Optional[str] = None) -> str:
     link cost) or TFDIST_ALLREDUCE_ALGORITHM picks. Float16/bfloat16 tensors
     are reduced in float32, so pass twice their byte size.
     """
+    nbytes = _arguments.integer(nbytes, "nbytes", minimum=0)
     algorithms = _library.allreduce_algorithms()
+    if algorithm is not None and algorithm not in algorithms:
+        raise ValueError(f"algorithm={algorithm!r}: expected None or one of "
+                         f"{', '.join(repr(a) for a in algorithms)}")
     requested = algorithms.index(algorithm or "auto")
     chosen = _library.control().tfdist_resolve_algorithm(requested, nbytes)
     if chosen < 0:

@@ -75,13 +75,18 @@ TFDIST_TEST(StallReportsComeAtDoublingIntervalsAndAreCapped) {
   std::vector<int> reported_at;
   bool abort = true;
   std::string first;
+  std::string second_report;
   for (int second = 1; second <= 40; ++second) {
     const std::string text =
         Report(inspector, stalled, start + std::chrono::seconds(second), out, &abort, missing);
     CHECK(!abort);
     if (text.empty()) continue;
     reported_at.push_back(second);
-    if (first.empty()) first = text;
+    if (first.empty()) {
+      first = text;
+    } else if (second_report.empty()) {
+      second_report = text;
+    }
   }
   CHECK(reported_at == (std::vector<int>{2, 4, 8, 16, 32}));
   size_t lines = 0;
@@ -90,12 +95,17 @@ TFDIST_TEST(StallReportsComeAtDoublingIntervalsAndAreCapped) {
   CHECK_EQ_MSG(lines, Inspector::kListedStalls + 2, first);
   CHECK(first.find("and 5 more collectives waiting") != std::string::npos);
   CHECK(first.find("waits forever (TFDIST_STALL_SHUTDOWN_TIME=0)") != std::string::npos);
+  // What comes next is said once per stall, not with every report.
+  CHECK_EQ_MSG(second_report.find("reported again"), std::string::npos, second_report);
+  CHECK(second_report.find("and 5 more collectives waiting") != std::string::npos);
 
   // Once the stall has cleared, the next one is reported from the check time again.
   const auto later = start + std::chrono::seconds(100);
   CHECK(Report(inspector, {}, later, out, &abort).empty());
   const std::vector<Inspector::Waiting> again = {{"z", later, false}};
-  CHECK(!Report(inspector, again, later + std::chrono::seconds(2), out, &abort).empty());
+  // A new stall's first report says it again.
+  CHECK(Report(inspector, again, later + std::chrono::seconds(2), out, &abort)
+            .find("reported again at doubling intervals") != std::string::npos);
   std::fclose(out);
 }
 

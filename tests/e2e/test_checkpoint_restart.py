@@ -181,6 +181,10 @@ def test_sigterm_preempts_every_rank_at_the_same_batch_and_a_relaunch_is_bit_ide
     assert code == launcher.PREEMPTED_EXIT_CODE, output[-6000:]
     assert "restart 1" not in output and "attempt 1 starts" not in output, output[-6000:]
     assert "preempted; saved batch" in output, output[-6000:]
+    # BackupAndRestore said that the job watches: the grace period, and how to skip it.
+    assert ("tfdistrun: SIGTERM: asking every rank to save a checkpoint and stop; ranks still "
+            "running in 120 s (--preempt-grace) are killed. Send SIGTERM again or press "
+            "Ctrl-C to stop them now") in output, output[-6000:]
     steps = checkpoint_steps(fit_dir)
     import h5py
     with h5py.File(fit_dir / f"ckpt-{steps[-1]:010d}.h5", "r") as handle:

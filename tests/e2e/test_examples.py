@@ -42,6 +42,8 @@ def test_keras_resume_trains_and_leaves_its_checkpoints(tmp_path):
                          args=["--checkpoint-dir", str(tmp_path), "--epochs", "3",
                                "--min-accuracy", "0.8"], timeout=300)
     assert final_accuracy(output) >= 0.8
+    # TensorFlow's error line about use_unbounded_threadpool (docs/troubleshooting.md).
+    assert "use_unbounded_threadpool" not in output, output[-3000:]
     names = sorted(p.name for p in tmp_path.iterdir())
     # 22 batches per epoch on 2 ranks, saved every 10 and at the end (66): the newest 3 kept.
     assert names == ["ckpt-0000000050.h5", "ckpt-0000000060.h5", "ckpt-0000000066.h5"], names

@@ -54,6 +54,9 @@ def test_restarts_give_up_with_the_job_s_exit_code():
                     "import sys; sys.exit(5)", timeout=180)
     assert result.returncode != 0, result.stdout + result.stderr
     assert result.stderr.count("restart 1 of 1") == 1
+    # The last failure says what ended the job and that no restart is left.
+    assert ("tfdistrun: the job failed (exit 5: a rank exited with code 5; mpirun's message "
+            "above names it); no restarts left of 1") in result.stderr, result.stderr
 
 
 def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
@@ -112,14 +115,19 @@ def test_ranks_that_ignore_the_preemption_are_killed_after_the_grace_period(tmp_
     assert 2 <= time.monotonic() - start < 30
 
 
-def test_a_second_sigterm_ends_the_grace_period_at_once(tmp_path):
+@pytest.mark.parametrize("second, code", [
+    (signal.SIGTERM, launcher.PREEMPTION_KILLED_EXIT_CODE),
+    (signal.SIGINT, launcher.INTERRUPTED_EXIT_CODE),  # Ctrl-C, as the grace message says
+], ids=["SIGTERM", "SIGINT"])
+def test_a_second_signal_ends_the_grace_period_at_once(tmp_path, second, code):
     job = start_sleeping_job(tmp_path, "--preempt-grace", "100")
     start = time.monotonic()
     job.send_signal(signal.SIGTERM)
     time.sleep(1)
-    job.send_signal(signal.SIGTERM)
+    job.send_signal(second)
     out, err = job.communicate(timeout=90)
-    assert job.returncode == launcher.PREEMPTION_KILLED_EXIT_CODE, out + err
+    assert job.returncode == code, out + err
+    assert "still running in 100 s (--preempt-grace) are killed" in err, err
     assert time.monotonic() - start < 30, err
 
 

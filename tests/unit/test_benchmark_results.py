@@ -130,3 +130,41 @@ def test_tfdist_bench_finds_the_folder_pip_installed_from(tmp_path, monkeypatch)
     monkeypatch.setattr(launcher, "_installed_direct_url", lambda: url)
     assert launcher.find_source_tree() == ROOT
     assert launcher.recorded_source('{"url": "https://example.org/tfdist.tar.gz"}') is None
+
+
+BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py")
+                    if not p.stem.startswith("_"))
+# The headline comparisons: figure -> the benchmark that draws it.
+HEADLINE_FIGURES = {"allreduce.png": "allreduce", "training-np2.png": "training",
+                    "elastic-np4.png": "elastic",
+                    "compression-time-to-target.png": "compression"}
+
+
+def _functions(name: str) -> set:
+    import ast
+    tree = ast.parse((ROOT / "benchmarks" / f"{name}.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_every_benchmark_prints_a_summary_table(name):
+    # Read, not imported: some benchmarks import TensorFlow at the top.
+    assert "summary" in _functions(name), f"benchmarks/{name}.py has no summary()"
+    assert "_results.publish(" in (ROOT / "benchmarks" / f"{name}.py").read_text(), name
+
+
+@pytest.mark.parametrize("figure", sorted(HEADLINE_FIGURES))
+def test_headline_figures_are_drawn_by_their_benchmark_and_shown(figure):
+    name = HEADLINE_FIGURES[figure]
+    assert "plot" in _functions(name), f"benchmarks/{name}.py draws no figure"
+    source = (ROOT / "benchmarks" / f"{name}.py").read_text()
+    assert "_results.add_arguments(parser" in source and "plot=False" not in source, name
+    assert (RESULTS / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"](results/{figure})" in (ROOT / "docs" / "benchmarks.md").read_text(), figure
+    assert f"](docs/results/{figure})" in (ROOT / "README.md").read_text(), figure
+
+
+def test_recovery_timelines_draw_from_the_elastic_results(tmp_path):
+    _results.draw([_results.load(str(RESULTS / "elastic-np4.json"))],
+                  str(tmp_path / "elastic.png"))
+    assert (tmp_path / "elastic.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

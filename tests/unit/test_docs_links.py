@@ -1,6 +1,7 @@
-"""Every relative link in README.md and docs/*.md leads to a file that exists and,
-with a #fragment, to a heading of that file (GitHub's anchor rules); so does every
-section named in prose as (README, "Heading") or (docs/x.md, "Heading"). No network."""
+"""Every relative link in README.md and docs/**/*.md (docs/results and docs/reference
+included) leads to a file that exists and, with a #fragment, to a heading of that file
+(GitHub's anchor rules); so does every section named in prose as (README, "Heading") or
+(docs/x.md, "Heading"). No network."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _INLINE_CODE = re.compile(r"`+[^`]*`+")

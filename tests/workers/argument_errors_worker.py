@@ -25,7 +25,8 @@ def body() -> None:
     namespace = {"tfdist": tfdist, "hvd": hvd, "tf": tf, "keras": keras, "np": np,
                  "RuntimeSettings": RuntimeSettings, "x": tf.ones([2]),
                  "tape": tf.GradientTape(), "SGD": keras.optimizers.SGD,
-                 "directory": directory}
+                 "directory": directory,
+                 "model": keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])}
     results = {}
     for row_id, expression in rows.items():
         try:

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfdist import ops, runtime
+from tfdist import _arguments, ops, runtime
 from tfdist.checkpoint import file_format, loader, local_state, messages, model_build, writer
 from tfdist.checkpoint.errors import CheckpointError
 from tfdist.checkpoint.snapshot import SnapshotBuffers
@@ -60,6 +60,13 @@ def _targets(model: Any, optimizer: Any, variables: Iterable[Any]) -> Dict[str, 
     variables refuses the variables the model gets later, and ``fit`` fails
     with "Unknown variable". Keras builds both in the first step.
     """
+    if isinstance(variables, (str, bytes)) or not hasattr(variables, "__iter__") or hasattr(
+            variables, "assign"):
+        raise TypeError("variables must be a list of variables (tf.Variable or Keras "
+                        f"variables), got {type(variables).__name__}")
+    if model is not None and not hasattr(model, "variables"):
+        raise TypeError(f"model must be a Keras model (or anything with .variables), got "
+                        f"{type(model).__name__}")
     if optimizer is None and model is not None:
         optimizer = getattr(model, "optimizer", None)
     model_unbuilt = model is not None and not getattr(model, "built", True)
@@ -137,14 +144,14 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
     """
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise ValueError(f"step must be a non-negative integer, got {step!r}")
-    if keep < 1:
-        raise ValueError(f"keep must be at least 1, got {keep}")
+    directory = _arguments.path(directory, "directory")
+    keep = _arguments.integer(keep, "keep", minimum=1)
+    _arguments.boolean(blocking, "blocking")
     try:
         extra_json = json.loads(json.dumps(dict(extra or {})))
     except (TypeError, ValueError) as error:
         raise TypeError(f"extra must be a JSON-serialisable dict: {error}") from None
     step = int(step)
-    directory = str(directory)
     targets = _targets(model, optimizer, variables)
     # A save waits for the previous one; if that failed, every rank raises.
     pending_failure = _pending_failure() if runtime.rank() == 0 else ""
@@ -180,7 +187,7 @@ def save(directory: str, step: int, *, model: Any = None, optimizer: Any = None,
 
 def latest(directory: str) -> Optional[str]:
     """The newest checkpoint in ``directory`` that verifies, or None. Not a collective."""
-    path, _, _ = file_format.newest_valid(str(directory))
+    path, _, _ = file_format.newest_valid(_arguments.path(directory, "directory"))
     return path
 
 
@@ -207,6 +214,7 @@ def restore(directory: str, *, model: Any = None, optimizer: Any = None,
     with a warning. Local variables get each rank's own saved value under
     the same condition, and rank 0's otherwise.
     """
+    directory = _arguments.path(directory, "directory")
     _targets(model, optimizer, variables)  # builds the optimizer of a built model, as before
 
     def targets_for(header: Mapping[str, Any]) -> Tuple[Dict[str, List[Any]], str]:

@@ -35,7 +35,7 @@ class PowerSGDCompressor(Compressor):
     def __init__(self, rank: int = 1, error_feedback: bool = True, start_step: int = 0) -> None:
         self.rank = stateful.integer_at_least("powersgd", "rank", rank, 1)
         self.start_step = stateful.integer_at_least("powersgd", "start_step", start_step, 0)
-        self.error_feedback = bool(error_feedback)
+        self.error_feedback = stateful.flag("powersgd", "error_feedback", error_feedback)
         self.sent = stateful.SentBytes()
 
     def get_config(self) -> Dict[str, Any]:

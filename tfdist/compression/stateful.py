@@ -141,6 +141,13 @@ def integer_at_least(compressor: str, name: str, value: Any, minimum: int) -> in
     return int(value)
 
 
+def flag(compressor: str, name: str, value: Any) -> bool:
+    """``value`` if it is True or False, or a TypeError naming the argument."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise TypeError(f"Compression.{compressor}: {name} must be True or False, got {value!r}")
+
+
 class SentBytes:
     """Bytes this rank sends per call, by collective: the compressor's own count.
 

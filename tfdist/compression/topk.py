@@ -73,6 +73,7 @@ class TopKCompressor(Compressor):
                 0.0 <= float(momentum) < 1.0):
             raise ValueError("Compression.topk: momentum must be a number in [0, 1), "
                              f"got {momentum!r}")
+        stateful.flag("topk", "error_feedback", error_feedback)
         if momentum and not error_feedback:
             raise ValueError("Compression.topk: momentum correction accumulates the velocity "
                              "in the residual, so it needs error_feedback=True")

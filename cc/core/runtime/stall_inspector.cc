@@ -42,6 +42,7 @@ bool StallInspector::Inspect(const std::vector<Waiting>& waiting, Clock::time_po
   if (oldest < check_seconds_) {
     next_report_seconds_ = check_seconds_;
     identify_retried_ = false;
+    schedule_said_ = false;
   }
   const bool stall_due = oldest >= next_report_seconds_ || abort;
   const bool join_due = oldest_join >= check_seconds_ &&
@@ -102,7 +103,9 @@ bool StallInspector::Inspect(const std::vector<Waiting>& waiting, Clock::time_po
     } else {
       while (next_report_seconds_ <= oldest) next_report_seconds_ *= 2;
     }
-    if (shutdown_seconds_ > 0) {
+    if (schedule_said_) {
+      // Said with this stall's first report.
+    } else if (shutdown_seconds_ > 0) {
       std::fprintf(out_,
                    "tfdist stall (rank %d): reported again at doubling intervals; the job "
                    "aborts when a collective has waited %.0f s (TFDIST_STALL_SHUTDOWN_TIME; "
@@ -114,6 +117,7 @@ bool StallInspector::Inspect(const std::vector<Waiting>& waiting, Clock::time_po
                    "waits forever (TFDIST_STALL_SHUTDOWN_TIME=0)\n",
                    rank_);
     }
+    schedule_said_ = true;
   }
   std::fflush(out_);
   return abort;

@@ -4,7 +4,8 @@
 // passed and the job must abort. A stall is reported when its oldest
 // collective has waited the check time, then at 2x, 4x, ... that time, so
 // that a long stall prints a handful of reports rather than one a second;
-// each report lists at most kListedStalls collectives. A join waits, by
+// each report lists at most kListedStalls collectives, and only the first of a
+// stall says when the next come and when the job aborts. A join waits, by
 // design, as long as the other ranks still train: it is reported once per
 // check interval and never counts toward the shutdown time.
 #ifndef TFDIST_CORE_RUNTIME_STALL_INSPECTOR_H_
@@ -59,6 +60,8 @@ class StallInspector {
   double next_report_seconds_;
   // A report could not yet name the missing ranks and the next look repeats it.
   bool identify_retried_ = false;
+  // This stall's first report said what comes next; later ones do not repeat it.
+  bool schedule_said_ = false;
 };
 
 }  // namespace tfdist
