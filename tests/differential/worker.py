@@ -53,6 +53,9 @@ def main() -> None:
         tfdist.shutdown()
         return
     path, n_collective, n_compressor = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    # Compressor cases that restart through a checkpoint write beside the results.
+    compressors.checkpoint_root = os.path.join(os.path.dirname(os.path.abspath(path)),
+                                               "checkpoints")
     comm = MPI.COMM_WORLD
     accepted = {a for a in _library.allreduce_algorithms()}
     missing = accepted - {a for a in cases.ALGORITHMS if a}
