@@ -215,7 +215,11 @@ def compressor_case(draw: Callable) -> Case:
     else:
         shape_choice = shapes(max_elements=120)
     steps = draw(st.integers(1, 4))
+    # A restart after `restart_after` steps: the state goes out and comes back through
+    # rank_state()/restore_rank_state() or a checkpoint, then the steps go on.
+    restart = draw(st.sampled_from([None, "rank_state", "checkpoint"]))
     return dict(kind="compress", compressor=kind, params=params,
+                restart=restart, restart_after=draw(st.integers(1, steps)),
                 op=draw(st.sampled_from(["Sum", "Average", "Average"])),
                 pre=draw(st.sampled_from([1.0, 1.0, 0.5, 2.0])),
                 post=draw(st.sampled_from([1.0, 1.0, 0.25, 4.0])),

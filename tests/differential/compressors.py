@@ -6,7 +6,11 @@ and warm-start Q, and the call count of ``start_step``. Each step every rank
 computes every rank's model step (it can build every rank's input), compares
 its own output with the model's, and at the end compares
 ``tfdist.runtime.rank_state()`` with the model's state and checks that
-``restore_rank_state`` gives the same state back.
+``restore_rank_state`` gives the same state back. A case with a ``restart``
+takes the state out after ``restart_after`` steps, resets it, and puts it
+back, through ``restore_rank_state`` or a checkpoint (``tfdist.checkpoint``,
+rank 0 writing every rank's state to one file, as a restarted job restores
+it); the steps after it must still match the model, which never restarts.
 
 Bit for bit where the contract fixes the bits (top-k's sparse path: the
 scatter-add in rank order is reproduced in float32; 16-bit casts of sums
@@ -15,6 +19,8 @@ that are exact); otherwise within the tolerances stated at each check.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from typing import Any, Dict, List, Optional, Tuple
 
 import ml_dtypes
@@ -22,9 +28,14 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
+import tfdist.checkpoint
 import reference as ref
 
 F32 = np.float32
+
+#: Where restarts through a checkpoint write, one folder per case: the same path on every
+#: rank (worker.py sets it beside its results file).
+checkpoint_root: Optional[str] = None
 
 
 class CaseFailure(AssertionError):
@@ -501,6 +512,8 @@ def run(case: Dict[str, Any], rank: int, size: int) -> Optional[str]:
     if case["mode"] == "function":
         call = tf.function(call)
     for step in range(len(case["inputs"])):
+        if case.get("restart") and step == case["restart_after"]:
+            _check(restart(case, step))
         model.current = step
         inputs = [[step_input(case, step, i, r, size) for i in range(len(case["dtypes"]))]
                   for r in range(size)]
@@ -508,6 +521,8 @@ def run(case: Dict[str, Any], rank: int, size: int) -> Optional[str]:
         for i, (output, (expected, tol)) in enumerate(zip(got, model.step(inputs, rank))):
             _check(ref.compare(output.numpy(), expected,
                                f"step {step} ({case['inputs'][step]}) tensor {i}", tol))
+    if case.get("restart") and case["restart_after"] == len(case["inputs"]):
+        _check(restart(case, len(case["inputs"])))
     state = tfdist.runtime.rank_state()
     expected_state = model.state(rank)
     exact = isinstance(model, TopKModel) and "float64" not in case["dtypes"]
@@ -524,4 +539,35 @@ def run(case: Dict[str, Any], rank: int, size: int) -> Optional[str]:
         return f"restore_rank_state(rank_state()) gave {sorted(again)}, saved {sorted(state)}"
     for name in state:
         _check(ref.compare(again[name], state[name], f"restored {name!r}"))
+    return None
+
+
+def restart(case: Dict[str, Any], step: int) -> Optional[str]:
+    """The rank's state leaves and comes back as in a restarted job: saved (through
+    ``rank_state()``, or in a checkpoint of ``step``), reset, then restored. Every entry
+    must come back bit for bit (residuals, velocities, Q, the 0-d step counts)."""
+    saved = tfdist.runtime.rank_state()
+    if case["restart"] == "checkpoint":
+        if checkpoint_root is None:
+            return "a restart through a checkpoint, but no checkpoint_root is set"
+        directory = os.path.join(checkpoint_root, case["id"])
+        if tfdist.rank() == 0:  # the only rank that touches the files; none left by a rerun
+            shutil.rmtree(directory, ignore_errors=True)
+        tfdist.checkpoint.save(directory, step, keep=1, blocking=True)
+        tfdist.runtime.restore_rank_state({})
+        restored = tfdist.checkpoint.restore(directory)
+        if restored is None or restored.step != step:
+            return f"restore after the save of step {step} found {restored!r}"
+    else:
+        tfdist.runtime.restore_rank_state({})
+        tfdist.runtime.restore_rank_state(saved)
+    again = tfdist.runtime.rank_state()
+    if sorted(again) != sorted(saved):
+        return (f"after a restart through {case['restart']} at step {step} the state holds "
+                f"{sorted(again)}, saved {sorted(saved)}")
+    for name in saved:
+        failure = ref.compare(again[name], saved[name],
+                              f"{name!r} after a restart through {case['restart']}")
+        if failure:
+            return failure
     return None

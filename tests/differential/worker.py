@@ -1,6 +1,6 @@
 """The differential layer's MPI worker: every rank runs the same generated cases.
 
-    mpirun -np P python tests/differential/worker.py RESULTS.json COLLECTIVES COMPRESSORS
+    mpirun -np P python tests/differential/worker.py RESULTS.json COLLECTIVES COMPRESSORS [disagree]
     mpirun -np 2 python tests/differential/worker.py disagree
 
 Each rank draws the same case lists (cases.py; checked by comparing a hash
@@ -10,6 +10,11 @@ end the ranks exchange their failures, every rank prints all of them, and rank
 0 writes RESULTS.json ({"ran": n, "results": {case id: {"case",
 "failures": {rank: message}}}}) for tests/differential/test_differential.py.
 Anything that breaks the worker itself aborts every rank (worker_main).
+
+``disagree`` (alone, or after the cases: one launch fewer) runs the ranks that
+disagree on the compressor (targeted.disagreeing_settings) in a tfdist lifetime
+of their own, under a stall shutdown of 10 s, so that a regression to a hang
+fails in seconds.
 """
 from __future__ import annotations
 
@@ -45,14 +50,22 @@ def run_case(run, case, rank, size):
         return f"raised {detail[:600]}"
 
 
+def disagreements() -> None:
+    tfdist.init(stall_check_time=2, stall_shutdown_time=10)
+    targeted.disagreeing_settings(tfdist.rank(), tfdist.size())
+    tfdist.shutdown()
+
+
 def main() -> None:
+    if sys.argv[1] == "disagree":
+        disagreements()
+        return
     tfdist.init()
     rank, size = tfdist.rank(), tfdist.size()
-    if sys.argv[1] == "disagree":
-        targeted.disagreeing_settings(rank, size)
-        tfdist.shutdown()
-        return
     path, n_collective, n_compressor = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    # Compressor cases that restart through a checkpoint write beside the results.
+    compressors.checkpoint_root = os.path.join(os.path.dirname(os.path.abspath(path)),
+                                               "checkpoints")
     comm = MPI.COMM_WORLD
     accepted = {a for a in _library.allreduce_algorithms()}
     missing = accepted - {a for a in cases.ALGORITHMS if a}
@@ -93,6 +106,8 @@ def main() -> None:
             json.dump(report, handle, default=str)
     comm.Barrier()
     tfdist.shutdown()
+    if sys.argv[4:] == ["disagree"]:
+        disagreements()
 
 
 if __name__ == "__main__":
