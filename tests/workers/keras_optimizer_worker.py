@@ -100,6 +100,37 @@ def check_uneven_data_with_join():
     assert_weights(model.get_weights(), expected, "uneven data with join")
 
 
+AUTOTUNE_STEPS = 80  # the search takes about 50 steps (docs/runtime.md, Autotuning)
+
+
+def start_autotuned_runtime(directory):
+    """A new runtime lifetime with TFDIST_AUTOTUNE's init() arguments."""
+    hvd.shutdown()
+    hvd.init(autotune=True, autotune_log=f"{directory}/autotune.csv")
+
+
+def check_autotune(directory):
+    """Training while the autotuner changes fusion, cycle time and algorithms mid-run.
+
+    The weights must still be the numpy reference's (every rank switched at the
+    same round, or fusion would differ between ranks), and every rank's CSV must
+    list the same trials, at the same rounds, ending with the final choice.
+    """
+    size = hvd.size()
+    model = train_with_tape(AUTOTUNE_STEPS)
+    expected = reference_sgd(size, AUTOTUNE_STEPS, LR, MOMENTUM)
+    assert_weights(model.get_weights(), expected, "DistributedGradientTape with autotuning")
+    hvd.barrier()  # every rank has written its rows
+    logs = [open(f"{directory}/autotune.csv.{r}").read() for r in range(size)]
+    for r in range(1, size):
+        assert logs[r] == logs[0], f"rank {r}'s autotune log differs:\n{logs[r]}\nrank 0's:\n{logs[0]}"
+    rows = [line.split(",") for line in logs[0].splitlines()]
+    assert rows[0][:3] == ["generation", "round", "phase"], logs[0]
+    phases = [row[2] for row in rows[1:]]
+    assert phases[0] == "baseline" and phases[-1] == "final", logs[0]
+    assert len(phases) >= 3, logs[0]  # at least one candidate was tried
+
+
 def check_options():
     size = hvd.size()
     # backward_passes_per_step=2 over 4 batches: two updates, each with the
@@ -254,6 +285,8 @@ CHECKS.check("loss_scale_optimizer")(lambda directory: check_loss_scale_optimize
 CHECKS.check("embedding")(lambda directory: check_embedding())
 CHECKS.check("config_and_saving")(check_config_and_saving)
 CHECKS.check("jit_compile")(lambda directory: check_jit_compile())
+CHECKS.setup(start_autotuned_runtime)
+CHECKS.check("autotune")(check_autotune)
 CHECKS.setup(lambda directory: hvd.barrier())
 
 
