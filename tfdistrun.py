@@ -35,8 +35,9 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
   (``BackupAndRestore`` in ``fit``, or a call of ``preempted()``) creates
   ``TFDIST_PREEMPT_FILE`` + ``.watched``; without it a SIGTERM (from
   ``timeout``, a scheduler, ``kill``) is passed on to the ranks at once;
-- Horovod's ``--fusion-threshold-mb``, ``--cycle-time-ms`` and
-  ``--timeline-filename``, as the TFDIST_* settings they stand for.
+- Horovod's ``--fusion-threshold-mb``, ``--cycle-time-ms``,
+  ``--timeline-filename``, ``--autotune`` and ``--autotune-log-file`` (also
+  spelt ``--autotune-log``), as the TFDIST_* settings they stand for.
 """
 from __future__ import annotations
 
@@ -311,6 +312,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="TFDIST_FUSION_THRESHOLD, in MiB")
     parser.add_argument("--cycle-time-ms", type=float, help="TFDIST_CYCLE_TIME")
     parser.add_argument("--timeline-filename", help="TFDIST_TIMELINE")
+    parser.add_argument("--autotune", action="store_true",
+                        help="TFDIST_AUTOTUNE=1: tune fusion, cycle time and per-size "
+                             "algorithms while training runs (docs/runtime.md)")
+    parser.add_argument("--autotune-log", "--autotune-log-file", dest="autotune_log",
+                        help="TFDIST_AUTOTUNE_LOG: CSV of the trials, one per rank "
+                             "(.<rank> appended)")
     parser.add_argument("--mpi-args", default="",
                         help="more mpirun options, as one quoted string")
     parser.add_argument("--dry-run", action="store_true",
@@ -328,6 +335,10 @@ def _settings(args: argparse.Namespace) -> Dict[str, str]:
         settings["TFDIST_CYCLE_TIME"] = f"{args.cycle_time_ms:g}"
     if args.timeline_filename:
         settings["TFDIST_TIMELINE"] = args.timeline_filename
+    if args.autotune:
+        settings["TFDIST_AUTOTUNE"] = "1"
+    if args.autotune_log:
+        settings["TFDIST_AUTOTUNE_LOG"] = args.autotune_log
     if args.elastic:
         settings["TFDIST_ELASTIC"] = "1"
         settings["TFDIST_MAX_NP"] = str(args.max_np if args.max_np is not None else args.np)

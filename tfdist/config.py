@@ -58,6 +58,8 @@ class RuntimeSettings:
     calibration_cache_dir: str = _default("calibration_cache_dir")
     timeline: str = _default("timeline")
     debug: bool = _default("debug")
+    autotune: bool = _default("autotune")
+    autotune_log: str = _default("autotune_log")
 
     @classmethod
     def from_environment(cls, environ: Optional[Mapping[str, str]] = None,

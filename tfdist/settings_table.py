@@ -132,6 +132,16 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("debug", "bool", False,
             "One stderr line per collective (name, size, algorithm).",
             cpp_key="debug_log", cpp_member="debug_log"),
+    Setting("autotune", "bool", False,
+            "Tune the fusion threshold, the cycle time and per-size allreduce algorithms "
+            "while training runs, every rank switching in the same round; keeps the "
+            "defaults unless a candidate is measurably faster (docs/runtime.md, "
+            "Autotuning). Must be the same on every rank.",
+            cpp_key="autotune", cpp_member="autotune"),
+    Setting("autotune_log", "str", "",
+            "With `autotune`: write a CSV of the settings tried and their median step "
+            "time to this path (`.<rank>` appended when there is more than one rank).",
+            cpp_key="autotune_log", cpp_member="autotune_log_path"),
     Setting("restart", "int", 0,
             "Set by tfdistrun --restarts: 0 on the job's first run, n on its n-th "
             "restart.", scope="launch"),
@@ -191,8 +201,8 @@ _HEADINGS = {
                 "Read once, from the environment, at `init()`; a keyword argument of "
                 "`init()` with the name in the first column wins "
                 "(`init(fusion_threshold=0)`). An empty variable counts as unset. "
-                "The algorithm, fusion, cache and link-cost settings decide which "
-                "collectives run, so every rank must use the same values: `init()` "
+                "The algorithm, fusion, cache, autotune and link-cost settings decide "
+                "which collectives run, so every rank must use the same values: `init()` "
                 "compares them and, if they differ, raises `InitError` on every rank "
                 "naming the setting, the rank and both values. Booleans accept "
                 "1/true/yes/on and 0/false/no/off."),

@@ -3,11 +3,15 @@
 // thread, exactly as in production but without MPI. Results are checked
 // against sums computed here; every wait for a result has a deadline, so a
 // hang fails the test instead of stopping the suite.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -445,6 +449,59 @@ TFDIST_TEST(RuntimeBarrierAndTheMpiAlgorithmWithoutMpi) {
     CHECK(status.message().find("'mpi'") != std::string::npos);
   }
   AllreduceEverywhere(cluster, {"still fine"}, 5);
+}
+
+TFDIST_TEST(RuntimeAutotuneSwitchesEveryRankInTheSameRound) {
+  // Training-like steps with autotuning on: every rank must apply the same
+  // parameters at the same round (else fusion would differ between ranks
+  // and the sums would be wrong or hang), log the same trials, and end on
+  // the same algorithm choices.
+  constexpr int kSize = 2;
+  constexpr int kSteps = 150;
+  const std::string log = "/tmp/tfdist_autotune_runtime_test_" + std::to_string(::getpid());
+  RuntimeConfig config = TestConfig();
+  config.autotune = true;
+  config.autotune_log_path = log;
+  const std::vector<size_t> counts = {1000, 5000, 70000};
+  {
+    Cluster cluster(kSize, config);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kSize; ++r) {
+      threads.emplace_back([&, r] {
+        for (int step = 0; step < kSteps; ++step) {
+          std::vector<std::unique_ptr<Pending>> pending;
+          for (size_t i = 0; i < counts.size(); ++i) {
+            pending.push_back(SubmitAllreduce(cluster[r], "grad" + std::to_string(i),
+                                              static_cast<int>(i) + step, counts[i]));
+          }
+          for (size_t i = 0; i < counts.size(); ++i) {
+            CHECK_OK(pending[i]->Wait());
+            CHECK_EQ_MSG(pending[i]->output ==
+                             SumOver(AllRanks(kSize), static_cast<int>(i) + step, counts[i]),
+                         true, "grad" << i << " step " << step << " rank " << r);
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (size_t bytes : {size_t{64}, size_t{4} << 10, size_t{280} << 10, size_t{4} << 20}) {
+      CHECK(cluster[0].ResolveAlgorithm(tfdist::AllreduceAlgorithm::kAuto, bytes) ==
+            cluster[1].ResolveAlgorithm(tfdist::AllreduceAlgorithm::kAuto, bytes));
+    }
+  }
+  std::vector<std::string> logs;
+  for (int r = 0; r < kSize; ++r) {
+    std::ifstream file(log + "." + std::to_string(r));
+    std::stringstream text;
+    text << file.rdbuf();
+    logs.push_back(text.str());
+    std::remove((log + "." + std::to_string(r)).c_str());
+  }
+  CHECK_EQ_MSG(logs[0] == logs[1], true, "rank 0:\n" << logs[0] << "rank 1:\n" << logs[1]);
+  CHECK_EQ_MSG(logs[0].find("generation,round,phase,") == 0, true, logs[0]);
+  CHECK_EQ_MSG(logs[0].find(",baseline,") != std::string::npos, true, logs[0]);
+  // 150 steps are enough to finish (the search takes about 50).
+  CHECK_EQ_MSG(logs[0].find(",final,") != std::string::npos, true, logs[0]);
 }
 
 }  // namespace tfdist_test

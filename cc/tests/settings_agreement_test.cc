@@ -48,4 +48,15 @@ TFDIST_TEST(EmulationOnOneRankOnlyIsNamed) {
             "TFDIST_INTER_HOST_SECONDS_PER_BYTE") != std::string::npos);
 }
 
+TFDIST_TEST(AutotuneOnOneRankOnlyIsNamed) {
+  // The negotiation carries the tuner's words only with autotuning on: a
+  // rank without it would exchange bit vectors of another length.
+  tfdist::RuntimeConfig config;
+  std::vector<tfdist::SharedSettings> per_rank(2, tfdist::SharedSettingsOf(config));
+  config.autotune = true;
+  per_rank[1] = tfdist::SharedSettingsOf(config);
+  CHECK(tfdist::CheckSettingsAgree(per_rank).message().find(
+            "TFDIST_AUTOTUNE: rank 0 has 0, rank 1 has 1") != std::string::npos);
+}
+
 }  // namespace tfdist_test

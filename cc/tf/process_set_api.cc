@@ -26,10 +26,14 @@ int tfdist_add_process_set(int id, uintptr_t comm_handle, const int* ranks, int 
   }
   tfdist::RuntimeHandle handle;
   if (comm_handle != 0) {
+    // The global set's autotuner alone tunes (and logs): a set's runtime
+    // would write the same log file and measure a different step.
+    tfdist::RuntimeConfig config = global.runtime->config();
+    config.autotune = false;
+    config.autotune_log_path.clear();
     std::unique_ptr<tfdist::Runtime> runtime;
     tfdist::Status status = tfdist::CreateMpiRuntime(
-        comm_handle, global.runtime->config(), global.runtime->network_cost(), &runtime,
-        &handle.topology);
+        comm_handle, config, global.runtime->network_cost(), &runtime, &handle.topology);
     if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
     handle.runtime = std::move(runtime);
   }

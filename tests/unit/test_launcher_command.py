@@ -55,11 +55,15 @@ def test_bad_arguments_are_refused(np_, command):
 
 def test_horovod_options_become_settings(capsys):
     assert launcher.main(["-np", "2", "--fusion-threshold-mb", "2", "--cycle-time-ms", "0.5",
-                          "--timeline-filename", "/tmp/t.json", "--dry-run",
+                          "--timeline-filename", "/tmp/t.json", "--autotune",
+                          "--autotune-log", "/tmp/a.csv", "--dry-run",
                           "python", "train.py"]) == 0
     printed = capsys.readouterr().out
-    for name in ("TFDIST_FUSION_THRESHOLD", "TFDIST_CYCLE_TIME", "TFDIST_TIMELINE"):
-        assert f"-x {name}" in printed
+    tokens = printed.split()
+    exported = {tokens[i + 1] for i, token in enumerate(tokens[:-1]) if token == "-x"}
+    for name in ("TFDIST_FUSION_THRESHOLD", "TFDIST_CYCLE_TIME", "TFDIST_TIMELINE",
+                 "TFDIST_AUTOTUNE", "TFDIST_AUTOTUNE_LOG"):
+        assert name in exported, printed
     assert printed.rstrip().endswith("python train.py")
     # "--" may end tfdistrun's options; it is not passed on.
     assert launcher.main(["-np", "2", "--dry-run", "--", "python", "train.py"]) == 0

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import tfdist.keras as hvd
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, differs_somewhere,
-                          make_model, rank_data, reference_sgd)
+                          initial_weights, make_model, rank_data, reference_sgd)
 from mpi_harness import Checks, worker_main
 
 STEPS, LR, MOMENTUM = 3, 0.1, 0.9
@@ -98,6 +98,67 @@ def check_uneven_data_with_join():
     assert hvd.join() == size - 1
     expected = reference_sgd(size, rank_steps[rank], LR, MOMENTUM, rank_steps=rank_steps)
     assert_weights(model.get_weights(), expected, "uneven data with join")
+
+
+AUTOTUNE_STEPS = 80  # the search takes about 50 steps (docs/runtime.md, Autotuning)
+
+
+def numpy_reference_sgd(size, steps):
+    """reference_sgd's weights for make_model(), with the gradients in numpy.
+
+    Dense(tanh) then Dense under the mean-squared error, differentiated by hand:
+    80 steps of keras_common's reference (a Keras gradient per rank and step)
+    would cost more than the training they check.
+    """
+    w1, b1, w2, b2 = [w.astype("float64") for w in initial_weights()]
+    weights = [w1, b1, w2, b2]
+    velocity = [np.zeros_like(w) for w in weights]
+    data = [rank_data(r, steps) for r in range(size)]
+    for step in range(steps):
+        rows = slice(step * BATCH, (step + 1) * BATCH)
+        total = [np.zeros_like(w) for w in weights]
+        for x, y in data:
+            x, y = x[rows].astype("float64"), y[rows].astype("float64")
+            w1, b1, w2, b2 = weights
+            hidden = np.tanh(x @ w1 + b1)
+            d_out = 2 * (hidden @ w2 + b2 - y) / y.size
+            d_hidden = (d_out @ w2.T) * (1 - hidden ** 2)
+            grads = [x.T @ d_hidden, d_hidden.sum(0), hidden.T @ d_out, d_out.sum(0)]
+            total = [t + g for t, g in zip(total, grads)]
+        for i, g in enumerate(total):
+            velocity[i] = MOMENTUM * velocity[i] - LR * g / size
+            weights[i] = weights[i] + velocity[i]
+    return weights
+
+
+def start_autotuned_runtime(directory):
+    """A new runtime lifetime with TFDIST_AUTOTUNE's init() arguments."""
+    hvd.shutdown()
+    hvd.init(autotune=True, autotune_log=f"{directory}/autotune.csv")
+
+
+def check_autotune(directory):
+    """Training while the autotuner changes fusion, cycle time and algorithms mid-run.
+
+    The weights must still be the numpy reference's (every rank switched at the
+    same round, or fusion would differ between ranks), and every rank's CSV must
+    list the same trials, at the same rounds, ending with the final choice.
+    """
+    size = hvd.size()
+    model = train_with_tape(AUTOTUNE_STEPS)
+    # float32 training against a float64 reference over 80 steps: a wrong
+    # average (a rank missing, a sum for a mean) is off by over 1e-2.
+    assert_weights(model.get_weights(), numpy_reference_sgd(size, AUTOTUNE_STEPS),
+                   "DistributedGradientTape with autotuning", tolerance=1e-4)
+    hvd.barrier()  # every rank has written its rows
+    logs = [open(f"{directory}/autotune.csv.{r}").read() for r in range(size)]
+    for r in range(1, size):
+        assert logs[r] == logs[0], f"rank {r}'s autotune log differs:\n{logs[r]}\nrank 0's:\n{logs[0]}"
+    rows = [line.split(",") for line in logs[0].splitlines()]
+    assert rows[0][:3] == ["generation", "round", "phase"], logs[0]
+    phases = [row[2] for row in rows[1:]]
+    assert phases[0] == "baseline" and phases[-1] == "final", logs[0]
+    assert len(phases) >= 3, logs[0]  # at least one candidate was tried
 
 
 def check_options():
@@ -254,6 +315,8 @@ CHECKS.check("loss_scale_optimizer")(lambda directory: check_loss_scale_optimize
 CHECKS.check("embedding")(lambda directory: check_embedding())
 CHECKS.check("config_and_saving")(check_config_and_saving)
 CHECKS.check("jit_compile")(lambda directory: check_jit_compile())
+CHECKS.setup(start_autotuned_runtime)
+CHECKS.check("autotune")(check_autotune)
 CHECKS.setup(lambda directory: hvd.barrier())
 
 

@@ -94,6 +94,10 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       config.timeline_path = value;
     } else if (key == "debug_log") {
       config.debug_log = (value == "1");
+    } else if (key == "autotune") {
+      config.autotune = (value == "1");
+    } else if (key == "autotune_log") {
+      config.autotune_log_path = value;
     } else {
       return Status::InvalidArgument("tfdist config: unknown key '" + key + "'");
     }

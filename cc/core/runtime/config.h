@@ -45,6 +45,11 @@ struct RuntimeConfig {
   std::string calibration_cache_dir;  // empty: do not cache the measurement
   std::string timeline_path;          // empty: no timeline
   bool debug_log = false;             // one line per collective on stderr
+  // Online autotuning of fusion threshold, cycle time and per-size
+  // algorithm overrides (autotuner.h); must agree across ranks.
+  bool autotune = false;
+  // CSV of the trials, per rank (".<rank>" appended with several); empty: none.
+  std::string autotune_log_path;
 
   static Status Parse(const std::string& text, RuntimeConfig* out);
 };

@@ -42,6 +42,10 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
   AllreduceAlgorithm algorithm =
       requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
   if (algorithm == AllreduceAlgorithm::kAuto) {
+    algorithm = AlgorithmOverrides::FromPacked(overrides_.load(std::memory_order_relaxed))
+                    .For(bytes);
+  }
+  if (algorithm == AllreduceAlgorithm::kAuto) {
     algorithm = ChooseAllreduce(hosts_, bytes, network_);
   }
   return algorithm;

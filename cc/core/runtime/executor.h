@@ -5,6 +5,7 @@
 #ifndef TFDIST_CORE_RUNTIME_EXECUTOR_H_
 #define TFDIST_CORE_RUNTIME_EXECUTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cc/core/tuning/cost_model.h"
+#include "cc/core/runtime/algorithm_overrides.h"
 #include "cc/core/runtime/allreduce_plan.h"
 #include "cc/core/runtime/memory_advice.h"
 #include "cc/core/runtime/request.h"
@@ -55,8 +57,15 @@ class CollectiveExecutor {
   CollectiveExecutor& operator=(const CollectiveExecutor&) = delete;
 
   // The algorithm an allreduce of `bytes` (in the accumulation type) runs
-  // with when it asks for `requested`.
+  // with when it asks for `requested`: the request's, else the default
+  // algorithm, else an override for its size class, else the cost model's.
   AllreduceAlgorithm Resolve(AllreduceAlgorithm requested, size_t bytes) const;
+  // Replaces the per-size overrides (algorithm_overrides.h). Every rank must
+  // make the same change between the same two rounds (the autotuner's
+  // broadcast does); safe against concurrent Resolve calls.
+  void SetAlgorithmOverrides(const AlgorithmOverrides& overrides) {
+    overrides_.store(overrides.packed(), std::memory_order_relaxed);
+  }
 
   // All requests in `group` are allreduces that fusion.h allowed to share;
   // the first of AllreducePlans() that applies runs them.
@@ -124,6 +133,7 @@ class CollectiveExecutor {
   HostLayout hosts_;
   NetworkCost network_;
   AllreduceAlgorithm default_algorithm_;
+  std::atomic<uint64_t> overrides_{0};  // AlgorithmOverrides, packed
   bool debug_log_;
   Stats& stats_;
   Timeline& timeline_;

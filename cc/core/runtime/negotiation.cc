@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "cc/core/runtime/wire.h"
 
@@ -63,17 +64,26 @@ TensorDescription ReadDescription(ByteReader& r) {
 
 }  // namespace
 
-Negotiator::Negotiator(ControlPlane& control_plane, size_t cache_capacity)
+Negotiator::Negotiator(ControlPlane& control_plane, size_t cache_capacity,
+                       size_t broadcast_words)
     : control_plane_(control_plane),
       rank_(control_plane.rank()),
       size_(control_plane.size()),
       cache_capacity_(cache_capacity),
+      broadcast_words_(broadcast_words),
+      broadcast_(broadcast_words, 0),
       joins_(size_) {}
+
+void Negotiator::SetBroadcast(std::vector<uint64_t> words) {
+  words.resize(broadcast_words_, 0);
+  broadcast_ = std::move(words);
+}
 
 Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
                          WaitKind wait, RoundResult* result) {
   result->ready.clear();
   result->shutdown = false;
+  result->broadcast.clear();
 
   // Carry-overs from an invalidated cache slot come first, then what is new.
   std::vector<Announcement> news = std::move(carry_over_);
@@ -94,7 +104,7 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
   std::vector<int> ready_slots;
   TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown, wait,
                                       &anyone_has_news, &result->shutdown,
-                                      &ready_slots));
+                                      &ready_slots, &result->broadcast));
   // Joins are read only from announcements, after the bits: the stand-ins
   // of a cached tensor are the ranks that had joined before this round.
   const std::vector<int> joined_before = joins_.StandIns();
@@ -216,24 +226,33 @@ void Negotiator::RememberInCache(const ReadyTensor& tensor) {
 
 Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
                                 bool* anyone_has_news, bool* anyone_shuts_down,
-                                std::vector<int>* ready_slots) {
-  // Word 0 holds the flags; the cache's bits follow. The cache has the same
-  // number of slots on every rank, so the vectors have the same length.
-  std::vector<uint64_t> words(1 + my_pending_bits_.size(), 0);
+                                std::vector<int>* ready_slots,
+                                std::vector<uint64_t>* broadcast) {
+  // Word 0 holds the flags, then come the broadcast words, then the cache's
+  // bits. The cache has the same number of slots on every rank, so the
+  // vectors have the same length.
+  const size_t first_bit_word = 1 + broadcast_words_;
+  std::vector<uint64_t> words(first_bit_word + my_pending_bits_.size(), 0);
   words[0] = (have_news ? 0 : kNoNews) | (want_shutdown ? 0 : kNoShutdown);
+  for (size_t i = 0; i < broadcast_words_; ++i) {
+    words[1 + i] = rank_ == 0 ? broadcast_[i] : ~uint64_t{0};
+  }
   // A joined rank waits on nothing: it agrees to every cached tensor, which
   // then runs when the ranks still training have announced it.
   if (joins_.has_joined(rank_)) {
-    std::fill(words.begin() + 1, words.end(), ~uint64_t{0});
+    std::fill(words.begin() + first_bit_word, words.end(), ~uint64_t{0});
   } else {
-    std::copy(my_pending_bits_.begin(), my_pending_bits_.end(), words.begin() + 1);
+    std::copy(my_pending_bits_.begin(), my_pending_bits_.end(),
+              words.begin() + first_bit_word);
   }
   TFDIST_RETURN_IF_ERROR(control_plane_.AndAllreduce(words.data(), words.size(), wait));
   *anyone_has_news = !(words[0] & kNoNews);
   *anyone_shuts_down = !(words[0] & kNoShutdown);
-  for (size_t w = 1; w < words.size(); ++w) {
+  broadcast->assign(words.begin() + 1, words.begin() + first_bit_word);
+  for (size_t w = first_bit_word; w < words.size(); ++w) {
     for (uint64_t bits = words[w]; bits; bits &= bits - 1) {
-      ready_slots->push_back(static_cast<int>((w - 1) * 64 + __builtin_ctzll(bits)));
+      ready_slots->push_back(
+          static_cast<int>((w - first_bit_word) * 64 + __builtin_ctzll(bits)));
     }
   }
   return Status::OK();

@@ -23,6 +23,12 @@
 // cached tensor is ready when the ranks still training announced it, and a
 // tensor in the table is ready when every rank announced it or joined.
 //
+// Broadcast words: with broadcast_words > 0, the bit exchange also carries
+// that many words from rank 0 (every other rank contributes all ones, so the
+// AND is rank 0's words) and every rank reads them in the same round. The
+// autotuner's proposals ride on them (autotuner.h), so that all ranks switch
+// parameters at the same round, for 8 bytes a word and no extra message.
+//
 // It talks to the other ranks only through a ControlPlane (control_plane.h):
 // MPI in production, threads as ranks in the unit tests.
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
@@ -59,6 +65,8 @@ struct ReadyTensor {
 struct RoundResult {
   std::vector<ReadyTensor> ready;  // in execution order
   bool shutdown = false;           // some rank asked to stop
+  // Rank 0's broadcast words in this round (empty without broadcast words).
+  std::vector<uint64_t> broadcast;
 };
 
 // A tensor some ranks announced and others have not, for the stall report.
@@ -70,7 +78,8 @@ struct WaitingTensor {
 class Negotiator {
  public:
   // `control_plane` must outlive the negotiator.
-  Negotiator(ControlPlane& control_plane, size_t cache_capacity);
+  // `broadcast_words` must be the same on every rank.
+  Negotiator(ControlPlane& control_plane, size_t cache_capacity, size_t broadcast_words = 0);
   Negotiator(const Negotiator&) = delete;
   Negotiator& operator=(const Negotiator&) = delete;
 
@@ -79,6 +88,10 @@ class Negotiator {
   // round waits for the other ranks (wait_kind.h).
   Status Round(std::vector<Announcement> fresh, bool want_shutdown, WaitKind wait,
                RoundResult* result);
+
+  // Rank 0: the words every rank reads from the next round on (resized to
+  // broadcast_words). Ignored on the other ranks.
+  void SetBroadcast(std::vector<uint64_t> words);
 
   std::vector<WaitingTensor> Waiting() const;
   // This rank's join has been read: it stands in until every rank joins.
@@ -112,7 +125,7 @@ class Negotiator {
 
   Status ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
                       bool* anyone_has_news, bool* anyone_shuts_down,
-                      std::vector<int>* ready_slots);
+                      std::vector<int>* ready_slots, std::vector<uint64_t>* broadcast);
   Status ExchangeAnnouncements(const std::vector<Announcement>& news, WaitKind wait,
                                std::vector<std::vector<uint8_t>>* per_rank);
   void Record(int rank, Announcement announcement);
@@ -125,6 +138,8 @@ class Negotiator {
   int rank_ = 0;
   int size_ = 1;
   size_t cache_capacity_;
+  size_t broadcast_words_;
+  std::vector<uint64_t> broadcast_;  // rank 0's words
 
   std::map<std::string, Entry> table_;
   JoinState joins_;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,10 @@ std::string ShutdownMessage(const std::vector<std::pair<int, std::string>>& stop
   return text + " (collectives fail until tfdist.init() is called again)";
 }
 
+double SecondsNow() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
 // A failure that stops this rank's runtime, saying so.
 Status StoppedBecause(const Status& failure, int me) {
   return Status(failure.code(), failure.message() + "; tfdist stopped on this rank (" +
@@ -54,6 +59,15 @@ Status Runtime::Start(const RuntimeConfig& config, RuntimeLinks links, const Hos
   auto runtime = std::make_unique<Runtime>(config, std::move(links), hosts, network_cost);
   TFDIST_RETURN_IF_ERROR(
       runtime->timeline_.Open(config.timeline_path, runtime->rank(), runtime->size()));
+  if (config.autotune) {
+    TunedParameters defaults;
+    defaults.fusion_threshold_bytes = config.fusion_threshold_bytes;
+    defaults.cycle_time_ms = config.cycle_time_ms;
+    runtime->autotune_ = std::make_unique<AutotuneSession>(runtime->rank(), defaults,
+                                                           runtime->MakeTuningModel());
+    TFDIST_RETURN_IF_ERROR(runtime->autotune_->OpenLog(config.autotune_log_path,
+                                                       runtime->rank(), runtime->size()));
+  }
   runtime->thread_ = std::thread(&Runtime::Loop, runtime.get());
   *out = std::move(runtime);
   return Status::OK();
@@ -68,11 +82,54 @@ Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayo
       hosts_(hosts),
       network_cost_(network_cost),
       bursts_(kSettle),
-      negotiator_(control_plane_, config_.cache_capacity),
+      negotiator_(control_plane_, config_.cache_capacity, config_.autotune ? kTuningWords : 0),
       executor_(transport_, control_plane_, links_.reference_allreduce, hosts_, network_cost_,
                 config_.default_algorithm, config_.debug_log, stats_, timeline_),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
-                       transport_.rank(), links_.stall_reports) {}
+                       transport_.rank(), links_.stall_reports),
+      fusion_threshold_bytes_(config_.fusion_threshold_bytes),
+      cycle_time_ms_(config_.cycle_time_ms) {}
+
+TuningModel Runtime::MakeTuningModel() const {
+  // Called once, before the background thread starts; the functions read
+  // only what the constructor set.
+  TuningModel model;
+  const AllreduceAlgorithm forced = config_.default_algorithm;
+  model.predict_seconds = [this, forced](size_t bytes) {
+    AllreduceAlgorithm algorithm = forced == AllreduceAlgorithm::kAuto
+                                       ? ChooseAllreduce(hosts_, bytes, network_cost_)
+                                       : forced;
+    double seconds = PredictAllreduceSeconds(algorithm, hosts_, bytes, network_cost_);
+    // "mpi" is not modelled; the ring stands in for its cost.
+    if (!std::isfinite(seconds)) {
+      seconds = PredictAllreduceSeconds(AllreduceAlgorithm::kRing, hosts_, bytes, network_cost_);
+    }
+    return seconds;
+  };
+  if (forced == AllreduceAlgorithm::kAuto) {
+    model.ranked_algorithms = [this](size_t bytes) {
+      std::vector<std::pair<double, AllreduceAlgorithm>> costs;
+      for (AllreduceAlgorithm a : {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
+                                   AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+                                   AllreduceAlgorithm::kHierarchical}) {
+        const double seconds = PredictAllreduceSeconds(a, hosts_, bytes, network_cost_);
+        if (std::isfinite(seconds)) costs.emplace_back(seconds, a);
+      }
+      std::stable_sort(costs.begin(), costs.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
+      std::vector<AllreduceAlgorithm> ranked;
+      for (const auto& entry : costs) ranked.push_back(entry.second);
+      return ranked;
+    };
+  }
+  return model;
+}
+
+void Runtime::ApplyTuning(const TunedParameters& parameters) {
+  fusion_threshold_bytes_ = static_cast<size_t>(parameters.fusion_threshold_bytes);
+  cycle_time_ms_.store(parameters.cycle_time_ms, std::memory_order_relaxed);
+  executor_.SetAlgorithmOverrides(parameters.overrides);
+}
 
 Runtime::~Runtime() {
   if (control_plane_.closed() && thread_.joinable()) {
@@ -206,8 +263,9 @@ bool Runtime::WaitForWork() {
   // waiting it goes round every cycle time, the longest a ready tensor waits
   // for the next round.
   const bool have_work = announced_count_.load(std::memory_order_relaxed) > 0;
+  const double cycle_time_ms = cycle_time_ms_.load(std::memory_order_relaxed);
   const auto wait = std::chrono::duration<double, std::milli>(
-      have_work ? config_.cycle_time_ms : std::max(config_.cycle_time_ms, kIdleTickMs));
+      have_work ? cycle_time_ms : std::max(cycle_time_ms, kIdleTickMs));
   std::unique_lock<std::mutex> lock(mutex_);
   const bool woken = wake_.wait_for(lock, wait, [&] {
     return !queue_.empty() || shutdown_requested_ || finished_.load() || wake_requested_;
@@ -271,6 +329,7 @@ bool Runtime::RunRoundLocked() {
   const WaitKind wait = negotiator_.has_joined() ? WaitKind::kStandIn
                         : announced_.empty()     ? WaitKind::kIdle
                                                  : WaitKind::kRendezvous;
+  if (autotune_ && rank() == 0) negotiator_.SetBroadcast(autotune_->Words());
   Status status = negotiator_.Round(std::move(announcements), want_shutdown, wait, &result);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
@@ -284,6 +343,15 @@ bool Runtime::RunRoundLocked() {
     return false;
   }
   stats_.negotiation_rounds++;
+  if (autotune_) {
+    // Every rank reads the same words in this same round, so every rank
+    // runs this round's tensors with the same parameters.
+    TunedParameters tuned;
+    if (autotune_->OnRound(result.broadcast, stats_.negotiation_rounds.load(), SecondsNow(),
+                           &tuned)) {
+      ApplyTuning(tuned);
+    }
+  }
   carry_over_.store(negotiator_.has_carry_over(), std::memory_order_release);
   standing_in_.store(negotiator_.has_joined(), std::memory_order_release);
   stats_.cached_rounds = negotiator_.cached_rounds();
@@ -347,7 +415,7 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
 
   std::vector<const TensorDescription*> descriptions;
   for (const Request* r : requests) descriptions.push_back(&r->description);
-  for (const std::vector<size_t>& group : PlanFusion(descriptions, config_.fusion_threshold_bytes)) {
+  for (const std::vector<size_t>& group : PlanFusion(descriptions, fusion_threshold_bytes_)) {
     Request& first = *requests[group[0]];
     const ReadyTensor& tensor = *tensors[group[0]];
     Status status;
@@ -384,6 +452,15 @@ void Runtime::Execute(const std::vector<ReadyTensor>& ready) {
         break;
       case CollectiveType::kBarrier: status = executor_.Barrier(); break;
       case CollectiveType::kJoin: status = executor_.Join(first, tensor.last_joined); break;
+    }
+    if (autotune_ && status.ok() && first.description.type == CollectiveType::kAllreduce) {
+      const double now = SecondsNow();
+      for (size_t i : group) {
+        if (!requests[i]->stand_in) {
+          autotune_->OnAllreduce(requests[i]->name, AccumulationBytes(requests[i]->description),
+                                 now);
+        }
+      }
     }
     for (size_t i : group) Complete(*requests[i], status);
     // A failed transfer leaves the ranks out of step: nothing later can be

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "cc/core/runtime/autotune_session.h"
 #include "cc/core/runtime/burst_memory.h"
 #include "cc/core/runtime/config.h"
 #include "cc/core/runtime/executor.h"
@@ -123,6 +124,10 @@ class Runtime {
   // Reports stalls; false when the stall shutdown time passed (the job was
   // aborted, or must stop if the control plane's Abort returned).
   bool InspectStalls();
+  // What the autotuner asks of the cost model (autotuner.h TuningModel).
+  TuningModel MakeTuningModel() const;
+  // Switches to parameters the autotuner's broadcast brought; round_mutex_ held.
+  void ApplyTuning(const TunedParameters& parameters);
 
   // Set once by the constructor, then only read (their own members say
   // how they are shared).
@@ -161,6 +166,10 @@ class Runtime {
   std::map<std::string, Request> announced_;
   std::map<std::string, std::chrono::steady_clock::time_point> announced_at_;
   StallInspector stall_inspector_;
+  // TFDIST_AUTOTUNE (autotune_session.h); null when off. The fusion
+  // threshold it may change is read by Execute under round_mutex_.
+  std::unique_ptr<AutotuneSession> autotune_;
+  size_t fusion_threshold_bytes_;
 
   // Written under round_mutex_, read without it: what the background thread
   // needs to know while it waits for work.
@@ -168,6 +177,8 @@ class Runtime {
   std::atomic<size_t> announced_count_{0};
   std::atomic<bool> carry_over_{false};
   std::atomic<bool> standing_in_{false};  // this rank has joined
+  // The cycle time (config, or the autotuner's), read by WaitForWork.
+  std::atomic<double> cycle_time_ms_;
 
   std::thread thread_;  // set by Start, joined by Shutdown
 };

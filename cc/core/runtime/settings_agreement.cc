@@ -50,6 +50,7 @@ SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
   s.virtual_hosts = config.virtual_hosts;
   s.emulated_bandwidth = config.emulated_bandwidth;
   s.emulated_latency = config.emulated_latency;
+  s.autotune = config.autotune ? 1 : 0;
   return s;
 }
 
@@ -82,6 +83,9 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
   }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_EMULATED_LATENCY",
                                [](const S& s) { return Text(s.emulated_latency); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_AUTOTUNE", [](const S& s) {
+    return std::string(s.autotune ? "1" : "0");
+  }));
   return Status::OK();
 }
 

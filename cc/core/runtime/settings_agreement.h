@@ -28,6 +28,8 @@ struct SharedSettings {
   int32_t virtual_hosts = 0;
   double emulated_bandwidth = 0;
   double emulated_latency = 0;
+  // The negotiation's bit exchange carries the tuner's words only with it.
+  int32_t autotune = 0;
 };
 
 SharedSettings SharedSettingsOf(const RuntimeConfig& config);

@@ -1,0 +1,63 @@
+// The runtime's side of autotuning (TFDIST_AUTOTUNE): on rank 0 it feeds the
+// Autotuner (autotuner.h) with completed allreduces and hands its proposal
+// to the negotiation's broadcast words; on every rank it reads the words
+// after each round, says when the parameters change (the same round on
+// every rank, since all read the same AND) and writes the trials to the
+// CSV log (TFDIST_AUTOTUNE_LOG).
+//
+// The log has one row per finished trial, written by every rank in the
+// round the next proposal took effect, and a last row "final" with what
+// stays; the rows are identical on every rank (the tests compare them):
+//   generation,round,phase,fusion_threshold_bytes,cycle_time_ms,
+//   algorithm_overrides,median_step_ms,steps
+// `round` is the negotiation round after which the row's successor ran.
+#ifndef TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
+#define TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/core/base/status.h"
+#include "cc/core/runtime/autotuner.h"
+
+namespace tfdist {
+
+class AutotuneSession {
+ public:
+  AutotuneSession(int rank, const TunedParameters& defaults, TuningModel model,
+                  AutotuneOptions options = {});
+  // Opens the log (`path` + ".<rank>" when size > 1); empty path: no log.
+  Status OpenLog(const std::string& path, int rank, int size);
+
+  // Rank 0: the words for the next round's broadcast.
+  std::vector<uint64_t> Words() const;
+  // After round `round` (counted alike on every rank): true, with the new
+  // parameters in *apply, when they change now.
+  bool OnRound(const std::vector<uint64_t>& broadcast, uint64_t round, double now,
+               TunedParameters* apply);
+  // Every allreduced tensor this rank completed (rank 0 measures; others ignore).
+  void OnAllreduce(const std::string& name, size_t bytes, double now);
+
+  const Autotuner* tuner() const { return tuner_.get(); }
+  uint64_t generation() const { return generation_; }
+
+ private:
+  void WriteRow(uint64_t generation, uint64_t round, TuningPhase phase,
+                const TunedParameters& parameters, const TrialResult* result);
+
+  std::unique_ptr<Autotuner> tuner_;  // rank 0 only
+  uint64_t generation_ = 0;
+  TunedParameters applied_;
+  TuningPhase applied_phase_ = TuningPhase::kBaseline;
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Closer> log_;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
