@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <utility>
@@ -111,6 +112,19 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
                                           ReduceOp op) {
     return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
+  };
+  // Evicted (stall eviction): the process ends, by SIGKILL. Open MPI's
+  // launcher takes a non-zero exit status for the job's failure and ends
+  // every process, fault tolerance or not, whereas a process killed by a
+  // signal is a failed process that ULFM reports to the others, and elastic
+  // recovery carries on without it. SIGKILL, because nothing can catch it.
+  // The reason is on stderr already (the runtime printed it).
+  links.leave = [](const std::string&) {
+    std::fprintf(stderr, "tfdist: this process ends itself (SIGKILL) so that the other ranks "
+                         "carry on without it\n");
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+    _exit(1);  // not reached
   };
   links.owner = std::move(mpi);
   return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);
