@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -54,6 +55,14 @@ std::string ProcessorName() {
   return std::string(name);
 }
 
+// This process's virtual host (TFDIST_VIRTUAL_HOSTS) since its first
+// runtime, -1 before: process-wide, like the process itself, so that a
+// runtime rebuilt after a membership change puts it on the same host.
+int32_t& ThisProcessVirtualHost() {
+  static int32_t host = -1;
+  return host;
+}
+
 CalibrationConfig CalibrationSettings(const RuntimeConfig& config) {
   CalibrationConfig out;
   out.latency_seconds = config.latency_seconds;
@@ -85,8 +94,28 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   }
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
-  TFDIST_RETURN_IF_ERROR(
-      TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
+  if (inherited == nullptr && config.virtual_hosts > 0) {
+    // The global set: each process keeps its virtual host across membership
+    // changes (elastic training), so that the hosts follow the survivors.
+    std::vector<std::vector<uint8_t>> per_rank;
+    const int32_t mine = ThisProcessVirtualHost();
+    TFDIST_RETURN_IF_ERROR(mpi->control_plane->Allgatherv(
+        std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&mine),
+                             reinterpret_cast<const uint8_t*>(&mine) + sizeof(mine)),
+        WaitKind::kTransfer, &per_rank));
+    std::vector<int> kept;
+    for (const std::vector<uint8_t>& bytes : per_rank) {
+      int32_t host = -1;
+      if (bytes.size() == sizeof(host)) std::memcpy(&host, bytes.data(), sizeof(host));
+      kept.push_back(host);
+    }
+    TFDIST_RETURN_IF_ERROR(TopologyFromKeptVirtualHosts(machine.rank, machine.machines, kept,
+                                                        config.virtual_hosts, topology));
+    ThisProcessVirtualHost() = topology->virtual_host_labels[machine.rank];
+  } else {
+    TFDIST_RETURN_IF_ERROR(
+        TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
+  }
   RuntimeLinks links;
   links.transport = mpi->transport.get();
   links.control_plane = mpi->control_plane.get();

@@ -5,7 +5,8 @@ committing every step; rank 2 is killed with SIGKILL in step 3 while the
 others wait in its allreduce. Every step also checks an allreduce against
 numpy at the current size. The tests check that:
 
-- the survivors recover and finish at np = 2 (no replacement), and their
+- the survivors recover and finish at np = 2 (no replacement; each rank its
+  own virtual host, so the kill takes a whole host), and their
   weights are bit for bit those of a run that goes from 3 to 2 ranks at the
   same committed step by checkpoint and restart (the ring algorithm forced);
 - with tfdistrun --elastic (--max-np defaults to -np) a replacement is
@@ -105,11 +106,17 @@ def resets(output: str) -> List[List[int]]:
             if line.startswith("RESET ")]
 
 
+# Three virtual hosts of one rank each: the kill takes every rank of one (the
+# inter-host link costs given, as RING gives the others).
+THREE_VIRTUAL_HOSTS = {"TFDIST_VIRTUAL_HOSTS": "3", "TFDIST_INTER_HOST_LATENCY": "1e-5",
+                       "TFDIST_INTER_HOST_SECONDS_PER_BYTE": "1e-9"}
+
+
 @pytest.fixture(scope="module")
 def shrunk(tmp_path_factory):
-    """The elastic job without replacements: a kill during an allreduce."""
+    """The elastic job without replacements: a kill during an allreduce, on virtual hosts."""
     out = tmp_path_factory.mktemp("shrunk")
-    return without_replacements("elastic", out, {}), out
+    return without_replacements("elastic", out, THREE_VIRTUAL_HOSTS), out
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +137,15 @@ def test_survivors_carry_on_at_two_ranks_after_a_kill(shrunk):
     assert "JOINED" not in output, output[-6000:]
 
 
+def test_killing_every_rank_of_a_virtual_host_is_survived(shrunk):
+    output, _ = shrunk
+    # Rank 2 was virtual host 2 on its own. The survivors keep their hosts
+    # (0 and 1: one rank each, two hosts), where the 3 virtual hosts of the
+    # setting would not divide 2 ranks; they resume at the kill's step.
+    assert sorted(resets(output)) == [[0, 0, 2, KILL_STEP, 1, 2],
+                                      [1, 1, 2, KILL_STEP, 1, 2]], output[-6000:]
+
+
 def test_recovery_is_bit_identical_to_checkpoint_and_restart(shrunk, tmp_path):
     output, out = shrunk
     first = launch(3, "first_part", tmp_path)
@@ -147,7 +163,17 @@ def test_recovery_is_bit_identical_to_checkpoint_and_restart(shrunk, tmp_path):
 
 
 def test_a_replacement_joins_after_a_kill_during_a_commit(tmp_path):
-    output = launch(3, "elastic", tmp_path, ["--elastic"], {"ELASTIC_KILL_IN": "commit"})
+    # A host discovery script that names this machine, and notes each call.
+    script = tmp_path / "discover_hosts.sh"
+    script.write_text(f'#!/bin/sh\necho called >> "{tmp_path}/discovered"\n'
+                      'printf "%s:2\\n" "$(uname -n)"\n')
+    script.chmod(0o755)
+    output = launch(3, "elastic", tmp_path,
+                    ["--elastic", "--host-discovery-script", str(script)],
+                    {"ELASTIC_KILL_IN": "commit"})
+    # The script ran once, on the new rank 0, and the replacement went to
+    # the host it named (this one).
+    assert (tmp_path / "discovered").read_text() == "called\n", output[-6000:]
     assert lines(output, "JOINED") == {2: ["3"]}, output[-6000:]
     assert set(lines(output, "RECOVERED")) == {0, 1}, output[-6000:]
     done = lines(output, "DONE")
