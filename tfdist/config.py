@@ -47,6 +47,7 @@ class RuntimeSettings:
     cache_capacity: int = _default("cache_capacity")
     stall_check_time: float = _default("stall_check_time")
     stall_shutdown_time: float = _default("stall_shutdown_time")
+    stall_eviction: Optional[bool] = _default("stall_eviction")
     latency: float = _default("latency")
     seconds_per_byte: float = _default("seconds_per_byte")
     reduce_seconds_per_byte: float = _default("reduce_seconds_per_byte")

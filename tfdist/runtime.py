@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import ctypes
 import sys
 import warnings
@@ -33,6 +34,11 @@ def init(comm: Any = None, **settings: Any) -> None:
     if is_initialized():
         return
     config = RuntimeSettings.from_environment(**settings)
+    if config.stall_eviction is None:
+        # Unset: stuck ranks are evicted exactly when elastic recovery can
+        # carry on without them (docs/elastic.md).
+        from tfdist.elastic.membership import elastic_off_reason
+        config = dataclasses.replace(config, stall_eviction=elastic_off_reason() is None)
     from mpi4py import MPI  # initializes MPI (THREAD_MULTIPLE) if nobody has
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:

@@ -80,6 +80,13 @@ SETTINGS: Tuple[Setting, ...] = (
             "evaluation, a checkpoint), short enough that a job that can never finish "
             "ends with a message instead of hanging.",
             cpp_key="stall_shutdown_seconds", cpp_member="stall_shutdown_seconds"),
+    Setting("stall_eviction", "bool", None,
+            "Past `stall_shutdown_time`, the ranks that keep a collective waiting are "
+            "evicted (they exit) and elastic training carries on without them, instead "
+            "of the whole job aborting; unset: on under tfdistrun --elastic (with ULFM), "
+            "off otherwise (docs/elastic.md).",
+            cpp_key="stall_eviction", cpp_member="stall_eviction", cpp_default=False,
+            cpp_note=_OFF_IN_CPP),
     Setting("latency", "float", -1.0,
             "The cost model's link latency L within a host, in seconds; negative: "
             "measured at init (step curves) and cached per host.",

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -53,6 +55,14 @@ std::string ProcessorName() {
   return std::string(name);
 }
 
+// This process's virtual host (TFDIST_VIRTUAL_HOSTS) since its first
+// runtime, -1 before: process-wide, like the process itself, so that a
+// runtime rebuilt after a membership change puts it on the same host.
+int32_t& ThisProcessVirtualHost() {
+  static int32_t host = -1;
+  return host;
+}
+
 CalibrationConfig CalibrationSettings(const RuntimeConfig& config) {
   CalibrationConfig out;
   out.latency_seconds = config.latency_seconds;
@@ -84,8 +94,28 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   }
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
-  TFDIST_RETURN_IF_ERROR(
-      TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
+  if (inherited == nullptr && config.virtual_hosts > 0) {
+    // The global set: each process keeps its virtual host across membership
+    // changes (elastic training), so that the hosts follow the survivors.
+    std::vector<std::vector<uint8_t>> per_rank;
+    const int32_t mine = ThisProcessVirtualHost();
+    TFDIST_RETURN_IF_ERROR(mpi->control_plane->Allgatherv(
+        std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&mine),
+                             reinterpret_cast<const uint8_t*>(&mine) + sizeof(mine)),
+        WaitKind::kTransfer, &per_rank));
+    std::vector<int> kept;
+    for (const std::vector<uint8_t>& bytes : per_rank) {
+      int32_t host = -1;
+      if (bytes.size() == sizeof(host)) std::memcpy(&host, bytes.data(), sizeof(host));
+      kept.push_back(host);
+    }
+    TFDIST_RETURN_IF_ERROR(TopologyFromKeptVirtualHosts(machine.rank, machine.machines, kept,
+                                                        config.virtual_hosts, topology));
+    ThisProcessVirtualHost() = topology->virtual_host_labels[machine.rank];
+  } else {
+    TFDIST_RETURN_IF_ERROR(
+        TopologyFromMachines(machine.rank, machine.machines, config.virtual_hosts, topology));
+  }
   RuntimeLinks links;
   links.transport = mpi->transport.get();
   links.control_plane = mpi->control_plane.get();
@@ -111,6 +141,19 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
                                           ReduceOp op) {
     return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
+  };
+  // Evicted (stall eviction): the process ends, by SIGKILL. Open MPI's
+  // launcher takes a non-zero exit status for the job's failure and ends
+  // every process, fault tolerance or not, whereas a process killed by a
+  // signal is a failed process that ULFM reports to the others, and elastic
+  // recovery carries on without it. SIGKILL, because nothing can catch it.
+  // The reason is on stderr already (the runtime printed it).
+  links.leave = [](const std::string&) {
+    std::fprintf(stderr, "tfdist: this process ends itself (SIGKILL) so that the other ranks "
+                         "carry on without it\n");
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+    _exit(1);  // not reached
   };
   links.owner = std::move(mpi);
   return Runtime::Start(config, std::move(links), topology->hosts, network_cost, out);

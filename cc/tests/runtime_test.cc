@@ -13,6 +13,7 @@
 #include <future>
 #include <sstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +47,7 @@ RuntimeConfig TestConfig() {
 class Cluster {
  public:
   explicit Cluster(int size, const RuntimeConfig& config = TestConfig())
-      : fabric_(size, Options()) {
+      : fabric_(size, Options()), left_(size) {
     for (int r = 0; r < size; ++r) {
       planes_.push_back(std::make_unique<tfdist::TransportControlPlane>(
           fabric_.transport(r), [this](const std::string& reason) {
@@ -58,6 +59,15 @@ class Cluster {
       links.transport = &fabric_.transport(r);
       links.control_plane = planes_.back().get();
       links.stall_reports = reports_.back();
+      // An evicted rank "exits": the others' waits fail, as a dead process's
+      // peers' do under ULFM.
+      links.leave = [this, r](const std::string& why) {
+        {
+          std::lock_guard<std::mutex> lock(left_mutex_);
+          left_[r] = why;
+        }
+        fabric_.Abort(why);
+      };
       std::unique_ptr<Runtime> runtime;
       CHECK_OK(Runtime::Start(config, std::move(links), tfdist::HostLayout(size),
                               tfdist::UniformNetwork(tfdist::kDefaultLinkCost), &runtime));
@@ -84,6 +94,11 @@ class Cluster {
   // Set by a control plane's Abort (written by a round thread, read after
   // the runtimes stopped).
   const std::string& aborted_with() const { return aborted_with_; }
+  // Why rank r was evicted (its leave action's argument), or "".
+  std::string left(int r) {
+    std::lock_guard<std::mutex> lock(left_mutex_);
+    return left_[r];
+  }
 
  private:
   static tfdist::InProcessFabricOptions Options() {
@@ -97,6 +112,8 @@ class Cluster {
   std::vector<std::FILE*> reports_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;
   std::string aborted_with_;
+  std::mutex left_mutex_;
+  std::vector<std::string> left_;
 };
 
 // A request whose completion can be waited for, with its buffers.
@@ -390,6 +407,57 @@ TFDIST_TEST(RuntimeStallShutdownAbortsTheJob) {
   CHECK_EQ_MSG(after.code() == StatusCode::kFailedPrecondition ||
                    after.code() == StatusCode::kAborted,
                true, after.message());
+}
+
+TFDIST_TEST(RuntimeStallEvictionEvictsOnlyTheRankThatWaitsOnNothing) {
+  constexpr int kSize = 3;
+  RuntimeConfig config = TestConfig();
+  config.stall_check_seconds = 0.3;
+  config.stall_shutdown_seconds = 1.0;
+  config.stall_eviction = true;
+  Cluster cluster(kSize, config);
+  // A cached tensor first, so that the stalled one waits by cache bit and
+  // the verdict needs the full announcements.
+  AllreduceEverywhere(cluster, {"stuck"}, 7);
+  // Ranks 0 and 1 wait; rank 2 never submits it (stuck outside tfdist).
+  std::unique_ptr<Pending> a = SubmitAllreduce(cluster[0], "stuck", 0, 7);
+  std::unique_ptr<Pending> b = SubmitAllreduce(cluster[1], "stuck", 0, 7);
+  const Status status_a = a->Wait();
+  const Status status_b = b->Wait();
+  // Rank 2 left; the others' waits failed when it did (the fabric's abort
+  // stands in for ULFM's failure notice), not with a hang.
+  CHECK_EQ_MSG(cluster.left(2).find("evicted by the other ranks") != std::string::npos &&
+                   cluster.left(2).find("'stuck'") != std::string::npos,
+               true, cluster.left(2));
+  CHECK_EQ_MSG(cluster.left(0) + cluster.left(1), std::string(), "only rank 2 leaves");
+  CHECK(!status_a.ok() && !status_b.ok());
+  CHECK_EQ_MSG(cluster.aborted_with(), std::string(), "the job was not aborted");
+  for (int r = 0; r < 2; ++r) {
+    const std::string report = cluster.Reports(r);
+    CHECK_EQ_MSG(report.find("are evicted (they exit)") != std::string::npos &&
+                     report.find("aborting the job") == std::string::npos,
+                 true, report);
+  }
+}
+
+TFDIST_TEST(RuntimeStallEvictionAbortsWhenRanksWaitOnEachOther) {
+  constexpr int kSize = 2;
+  RuntimeConfig config = TestConfig();
+  config.stall_check_seconds = 0.3;
+  config.stall_shutdown_seconds = 1.0;
+  config.stall_eviction = true;
+  Cluster cluster(kSize, config);
+  // Each rank waits on a collective the other never submits: a mismatch,
+  // not a stuck rank. Nobody is evicted; the job aborts as without eviction.
+  std::unique_ptr<Pending> a = SubmitAllreduce(cluster[0], "mine", 0, 4);
+  std::unique_ptr<Pending> b = SubmitAllreduce(cluster[1], "yours", 0, 4);
+  CHECK(a->Wait().code() == StatusCode::kAborted);
+  CHECK(b->Wait().code() == StatusCode::kAborted);
+  CHECK_EQ_MSG(cluster.left(0) + cluster.left(1), std::string(), "nobody is evicted");
+  CHECK_EQ_MSG(cluster.aborted_with().find("TFDIST_STALL_SHUTDOWN_TIME") != std::string::npos,
+               true, cluster.aborted_with());
+  const std::string reports = cluster.Reports(0) + cluster.Reports(1);
+  CHECK_EQ_MSG(reports.find("no rank can be evicted") != std::string::npos, true, reports);
 }
 
 TFDIST_TEST(RuntimeShutdownFailsWaitingCollectivesWithoutHanging) {

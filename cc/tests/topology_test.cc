@@ -86,6 +86,33 @@ TFDIST_TEST(TopologyVirtualHostsSplitConsecutiveRanks) {
   CHECK(named > 0);
 }
 
+TFDIST_TEST(VirtualHostsFollowTheProcessesAcrossAMembershipChange) {
+  const std::vector<std::string> two(2, "m"), three(3, "m"), four(4, "m");
+  Topology t;
+  // 4 ranks on 2 virtual hosts lost host 1 (ranks 2 and 3): the two
+  // survivors are one host, not two hosts of one rank.
+  CHECK_OK(tfdist::TopologyFromKeptVirtualHosts(1, two, {0, 0}, 2, &t));
+  CHECK_EQ(t.hosts.host_count(), 1);
+  CHECK_EQ(t.local_size, 2);
+  CHECK_EQ(t.cross_size, 1);
+  CHECK(t.virtual_host_labels == std::vector<int>({0, 0}));
+  // Two replacements join: they fill the lost host.
+  CHECK_OK(tfdist::TopologyFromKeptVirtualHosts(3, four, {0, 0, -1, -1}, 2, &t));
+  CHECK(t.virtual_host_labels == std::vector<int>({0, 0, 1, 1}));
+  CHECK_EQ(t.local_rank, 1);
+  CHECK_EQ(t.cross_rank, 1);
+  // One rank of host 0 lost: 3 ranks on 2 hosts of different sizes (no
+  // "does not divide" error), and a replacement fills host 0 again.
+  CHECK_OK(tfdist::TopologyFromKeptVirtualHosts(0, three, {0, 1, 1}, 2, &t));
+  CHECK_EQ(t.hosts.host_count(), 2);
+  CHECK_EQ(t.local_size, 1);
+  CHECK_OK(tfdist::TopologyFromKeptVirtualHosts(3, four, {0, 1, 1, -1}, 2, &t));
+  CHECK(t.virtual_host_labels == std::vector<int>({0, 1, 1, 0}));
+  // No process has a host yet (the job's start): the consecutive split.
+  CHECK_OK(tfdist::TopologyFromKeptVirtualHosts(2, four, {-1, -1, -1, -1}, 2, &t));
+  CHECK(t.virtual_host_labels == std::vector<int>({0, 0, 1, 1}));
+}
+
 TFDIST_TEST(CalibrationCacheIsNamedAfterRankZerosMachine) {
   const std::vector<std::string> machines = {"alpha", "beta", "alpha", "alpha"};
   Topology t;

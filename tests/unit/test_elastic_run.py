@@ -70,3 +70,41 @@ def test_elastic_without_ulfm_is_off_and_says_so(monkeypatch):
     assert "ULFM" in membership.elastic_off_reason()
     monkeypatch.setenv("OMPI_MCA_mpi_ft_enable", "1")
     assert membership.elastic_off_reason() is None
+
+
+class _OneRank:
+    """The survivors' communicator of a one-rank job, for the host discovery helper."""
+
+    def Get_rank(self) -> int:
+        return 0
+
+    def bcast(self, value, root=0):
+        return value
+
+
+def _script(tmp_path, text: str) -> str:
+    path = tmp_path / "discover.sh"
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_host_discovery_deals_replacements_over_the_slots(tmp_path):
+    from tfdist.elastic import membership
+    script = _script(tmp_path, "echo '# hosts'\necho a:2\necho\necho b\n")
+    assert membership._hosts_for(script, 5, _OneRank()) == ["a", "a", "b", "a", "a"]
+    assert membership._hosts_for("", 2, _OneRank()) == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("exit 3\n", "failed"),
+    ("echo '# nothing'\n", "printed no hosts"),
+    ("echo a:x\n", "expected host or host:slots"),
+    ("echo a:0\n", "expected host or host:slots"),
+])
+def test_a_bad_host_discovery_script_is_named(tmp_path, text, message):
+    from tfdist.elastic import ElasticJobError, membership
+    script = _script(tmp_path, text)
+    with pytest.raises(ElasticJobError, match=message) as raised:
+        membership._hosts_for(script, 1, _OneRank())
+    assert script in str(raised.value)

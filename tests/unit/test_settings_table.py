@@ -118,7 +118,7 @@ def test_cpp_parser_reads_every_key_into_its_member():
 def test_runtime_string_uses_the_table_keys():
     from tfdist.config import RuntimeSettings
     text = RuntimeSettings.from_environment(
-        {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1e9",
+        {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_STALL_EVICTION": "1", "TFDIST_EMULATED_BANDWIDTH": "1e9",
          "TFDIST_EMULATED_LATENCY": "0"}).to_runtime_string()
     keys = [item.split("=", 1)[0] for item in text.split(";")]
     assert keys == [s.cpp_key for s in settings("runtime")]

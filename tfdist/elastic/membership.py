@@ -11,6 +11,7 @@ docs/elastic.md describes the whole sequence.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -102,10 +103,36 @@ def _discovered_hosts(script: str, count: int) -> List[str]:
         if not line or line.startswith("#"):
             continue
         host, _, slots = line.partition(":")
-        hosts += [host] * (int(slots) if slots.strip() else 1)
+        try:
+            count_on_host = int(slots) if slots.strip() else 1
+        except ValueError:
+            count_on_host = -1
+        if not host.strip() or count_on_host < 1:
+            raise ElasticJobError(f"the host discovery script {script!r} printed {line!r}: "
+                                  "expected host or host:slots (slots a positive number)")
+        hosts += [host.strip()] * count_on_host
     if not hosts:
         raise ElasticJobError(f"the host discovery script {script!r} printed no hosts")
     return [hosts[i % len(hosts)] for i in range(count)]
+
+
+def _hosts_for(script: str, count: int, survivors: Any) -> List[str]:
+    """Where ``count`` replacements go: the host discovery script's hosts, or [] (MPI's
+    choice). Rank 0 runs the script; every survivor gets its hosts, or raises its error
+    (none is left waiting in the spawn)."""
+    if not script:
+        return []
+    answer = None
+    if survivors.Get_rank() == 0:
+        try:
+            answer = {"hosts": _discovered_hosts(script, count), "problem": ""}
+        except ElasticJobError as error:
+            answer = {"hosts": [], "problem": str(error)}
+        answer = json.dumps(answer)
+    answer = json.loads(survivors.bcast(answer, root=0))
+    if answer["problem"]:
+        raise ElasticJobError(answer["problem"])
+    return answer["hosts"]
 
 
 def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
@@ -156,12 +183,12 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
     mark = time.perf_counter()
     missing = max(0, (max_np or 0) - size)
     if missing > 0:
+        hosts = _hosts_for(info.host_discovery_script, missing, survivors)
         spawn_info = MPI.Info.Create()
         spawn_info.Set("PMIX_ENVAR", _REPLACEMENT_ENVIRONMENT)
         spawn_info.Set("wdir", os.getcwd())
-        if info.host_discovery_script and survivors.Get_rank() == 0:
-            spawn_info.Set("host", ",".join(_discovered_hosts(info.host_discovery_script,
-                                                              missing)))
+        if hosts:
+            spawn_info.Set("host", ",".join(hosts))
         intercomm = survivors.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
                                     info=spawn_info, root=0)
         spawn_info.Free()

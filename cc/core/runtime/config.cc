@@ -58,6 +58,8 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.stall_check_seconds));
     } else if (key == "stall_shutdown_seconds") {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.stall_shutdown_seconds));
+    } else if (key == "stall_eviction") {
+      config.stall_eviction = (value == "1");
     } else if (key == "latency_seconds") {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.latency_seconds));
     } else if (key == "seconds_per_byte") {

@@ -27,6 +27,10 @@ struct RuntimeConfig {
   // (a rank-0 evaluation, a checkpoint), and a job that can never finish
   // ends with a message instead of holding its machines for good.
   double stall_shutdown_seconds = 600.0;
+  // Past the shutdown time, evict the ranks that keep the collective waiting
+  // (they exit; elastic training carries on without them) instead of
+  // aborting the job. Python turns it on under tfdistrun --elastic.
+  bool stall_eviction = false;
   // Link cost for the "auto" choice; negative means "measure or read the cache".
   double latency_seconds = -1.0;
   double seconds_per_byte = -1.0;

@@ -14,6 +14,7 @@ namespace {
 // so that one bitwise AND answers "does anybody have news?".
 constexpr uint64_t kNoNews = 1u << 0;
 constexpr uint64_t kNoShutdown = 1u << 1;
+constexpr uint64_t kNoEviction = 1u << 2;
 
 bool SameDescription(const TensorDescription& a, const TensorDescription& b) {
   bool same = true;
@@ -84,13 +85,22 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
   result->ready.clear();
   result->shutdown = false;
   result->broadcast.clear();
+  result->eviction_decided = false;
+  result->evicted.clear();
+  result->evicted_from.clear();
+  // Every rank is in the same phase: the flag that started it was ANDed.
+  const bool gathering = eviction_gathering_;
+  const bool want_eviction = eviction_requested_ && !gathering;
+  eviction_requested_ = false;
 
-  // Carry-overs from an invalidated cache slot come first, then what is new.
+  // Carry-overs from an invalidated cache slot come first, then what is new
+  // (all of it in full while an eviction is being decided: the verdict
+  // reads the table, which cached announcements do not reach).
   std::vector<Announcement> news = std::move(carry_over_);
   carry_over_.clear();
   for (Announcement& a : fresh) {
     auto slot = cache_slot_of_.find(a.name);
-    if (slot != cache_slot_of_.end() &&
+    if (!gathering && slot != cache_slot_of_.end() &&
         SameDescription(cache_[slot->second].per_rank[rank_], a.description)) {
       const int index = slot->second;
       my_pending_bits_[index / 64] |= uint64_t{1} << (index % 64);
@@ -101,10 +111,12 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
   }
 
   bool anyone_has_news = false;
+  bool anyone_evicts = false;
   std::vector<int> ready_slots;
-  TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty(), want_shutdown, wait,
-                                      &anyone_has_news, &result->shutdown,
-                                      &ready_slots, &result->broadcast));
+  TFDIST_RETURN_IF_ERROR(ExchangeBits(!news.empty() || gathering, want_shutdown,
+                                      want_eviction, wait, &anyone_has_news,
+                                      &result->shutdown, &anyone_evicts, &ready_slots,
+                                      &result->broadcast));
   // Joins are read only from announcements, after the bits: the stand-ins
   // of a cached tensor are the ranks that had joined before this round.
   const std::vector<int> joined_before = joins_.StandIns();
@@ -115,6 +127,11 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
     DescribeStandIns(joined_before, &result->ready.back().per_rank);
     my_pending_bits_[index / 64] &= ~(uint64_t{1} << (index % 64));
     my_pending_cached_.erase(index);
+  }
+  if (anyone_evicts && !gathering) {
+    // Next round every rank says in full what it still waits on by bit.
+    eviction_gathering_ = true;
+    AnnounceCachedInFull();
   }
   if (!anyone_has_news) {
     ++cached_rounds_;
@@ -160,7 +177,38 @@ Status Negotiator::Round(std::vector<Announcement> fresh, bool want_shutdown,
     result->ready.push_back(std::move(tensor));
   }
   if (everyone_joined) joins_.Reset();
+  if (gathering) {
+    eviction_gathering_ = false;
+    DecideEviction(result);
+  }
   return Status::OK();
+}
+
+void Negotiator::DecideEviction(RoundResult* result) const {
+  result->eviction_decided = true;
+  // Ranks that wait on a collective of their own are alive in tfdist.
+  std::vector<bool> waiting(size_, false);
+  const Entry* oldest = nullptr;
+  const std::string* oldest_name = nullptr;
+  for (const auto& [name, entry] : table_) {
+    bool join = false;
+    for (int r = 0; r < size_; ++r) {
+      if (!entry.seen[r]) continue;
+      waiting[r] = true;
+      join = join || entry.per_rank[r].type == CollectiveType::kJoin;
+    }
+    // A join waits for the others by design: it is no stall (stall_inspector.h).
+    if (join) continue;
+    if (oldest == nullptr || entry.first_seen_sequence < oldest->first_seen_sequence) {
+      oldest = &entry;
+      oldest_name = &name;
+    }
+  }
+  if (oldest == nullptr) return;
+  for (int r = 0; r < size_; ++r) {
+    if (!oldest->seen[r] && !joins_.has_joined(r) && !waiting[r]) result->evicted.push_back(r);
+  }
+  if (!result->evicted.empty()) result->evicted_from = *oldest_name;
 }
 
 void Negotiator::Record(int rank, Announcement a) {
@@ -224,16 +272,17 @@ void Negotiator::RememberInCache(const ReadyTensor& tensor) {
   cache_slot_of_[tensor.name] = index;
 }
 
-Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
-                                bool* anyone_has_news, bool* anyone_shuts_down,
-                                std::vector<int>* ready_slots,
+Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, bool want_eviction,
+                                WaitKind wait, bool* anyone_has_news, bool* anyone_shuts_down,
+                                bool* anyone_evicts, std::vector<int>* ready_slots,
                                 std::vector<uint64_t>* broadcast) {
   // Word 0 holds the flags, then come the broadcast words, then the cache's
   // bits. The cache has the same number of slots on every rank, so the
   // vectors have the same length.
   const size_t first_bit_word = 1 + broadcast_words_;
   std::vector<uint64_t> words(first_bit_word + my_pending_bits_.size(), 0);
-  words[0] = (have_news ? 0 : kNoNews) | (want_shutdown ? 0 : kNoShutdown);
+  words[0] = (have_news ? 0 : kNoNews) | (want_shutdown ? 0 : kNoShutdown) |
+             (want_eviction ? 0 : kNoEviction);
   for (size_t i = 0; i < broadcast_words_; ++i) {
     words[1 + i] = rank_ == 0 ? broadcast_[i] : ~uint64_t{0};
   }
@@ -248,6 +297,7 @@ Status Negotiator::ExchangeBits(bool have_news, bool want_shutdown, WaitKind wai
   TFDIST_RETURN_IF_ERROR(control_plane_.AndAllreduce(words.data(), words.size(), wait));
   *anyone_has_news = !(words[0] & kNoNews);
   *anyone_shuts_down = !(words[0] & kNoShutdown);
+  *anyone_evicts = !(words[0] & kNoEviction);
   broadcast->assign(words.begin() + 1, words.begin() + first_bit_word);
   for (size_t w = first_bit_word; w < words.size(); ++w) {
     for (uint64_t bits = words[w]; bits; bits &= bits - 1) {

@@ -29,6 +29,15 @@
 // autotuner's proposals ride on them (autotuner.h), so that all ranks switch
 // parameters at the same round, for 8 bytes a word and no extra message.
 //
+// Stall eviction (elastic training): a rank whose collective has waited past
+// TFDIST_STALL_SHUTDOWN_TIME asks for it (RequestEviction), a flag in the
+// next round's bit exchange. Every rank sees the flag in the same round and
+// says everything it waits on in full the round after, cache or not; then
+// every rank computes from its identical table the same verdict: the ranks
+// missing from the oldest waiting collective that wait on no collective of
+// their own (stuck outside tfdist, or too slow). Ranks that wait on each
+// other (a mismatch, not a hang) are never evicted: the verdict is empty.
+//
 // It talks to the other ranks only through a ControlPlane (control_plane.h):
 // MPI in production, threads as ranks in the unit tests.
 #ifndef TFDIST_CORE_RUNTIME_NEGOTIATION_H_
@@ -67,6 +76,12 @@ struct RoundResult {
   bool shutdown = false;           // some rank asked to stop
   // Rank 0's broadcast words in this round (empty without broadcast words).
   std::vector<uint64_t> broadcast;
+  // A round that gave a verdict on a requested eviction: the ranks to
+  // evict (the same on every rank; empty when none can be blamed) and the
+  // collective they kept waiting.
+  bool eviction_decided = false;
+  std::vector<int> evicted;
+  std::string evicted_from;
 };
 
 // A tensor some ranks announced and others have not, for the stall report.
@@ -105,8 +120,11 @@ class Negotiator {
   // members would otherwise wait forever. Returns their names; the caller
   // fails this rank's requests of those names.
   std::vector<std::string> Withdraw(const std::string& group);
+  // Asks, in the next round, for the ranks that keep a collective waiting
+  // to be evicted; a later round's RoundResult gives the verdict.
+  void RequestEviction() { eviction_requested_ = true; }
   // True while something must be said next round even if nothing new comes.
-  bool has_carry_over() const { return !carry_over_.empty(); }
+  bool has_carry_over() const { return !carry_over_.empty() || eviction_gathering_; }
   uint64_t cached_rounds() const { return cached_rounds_; }
 
  private:
@@ -123,9 +141,12 @@ class Negotiator {
     uint64_t last_used = 0;  // use_clock_ when last filled or run; the same on every rank
   };
 
-  Status ExchangeBits(bool have_news, bool want_shutdown, WaitKind wait,
-                      bool* anyone_has_news, bool* anyone_shuts_down,
+  Status ExchangeBits(bool have_news, bool want_shutdown, bool want_eviction, WaitKind wait,
+                      bool* anyone_has_news, bool* anyone_shuts_down, bool* anyone_evicts,
                       std::vector<int>* ready_slots, std::vector<uint64_t>* broadcast);
+  // The eviction verdict from the table, after a round in which every rank
+  // said in full what it waits on.
+  void DecideEviction(RoundResult* result) const;
   Status ExchangeAnnouncements(const std::vector<Announcement>& news, WaitKind wait,
                                std::vector<std::vector<uint8_t>>* per_rank);
   void Record(int rank, Announcement announcement);
@@ -157,6 +178,11 @@ class Negotiator {
   std::vector<Announcement> carry_over_;
 
   uint64_t cached_rounds_ = 0;
+  // This rank asks for an eviction in its next round.
+  bool eviction_requested_ = false;
+  // Some rank asked last round: this round every rank says in full what it
+  // waits on, then the verdict. The same on every rank.
+  bool eviction_gathering_ = false;
 };
 
 }  // namespace tfdist

@@ -86,7 +86,7 @@ Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayo
       executor_(transport_, control_plane_, links_.reference_allreduce, hosts_, network_cost_,
                 config_.default_algorithm, config_.debug_log, stats_, timeline_),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
-                       transport_.rank(), links_.stall_reports),
+                       transport_.rank(), links_.stall_reports, config_.stall_eviction),
       fusion_threshold_bytes_(config_.fusion_threshold_bytes),
       cycle_time_ms_(config_.cycle_time_ms) {}
 
@@ -361,6 +361,7 @@ bool Runtime::RunRoundLocked() {
     stop_reason_ = shutdown_reason;
     return false;
   }
+  if (result.eviction_decided && !ActOnEviction(result)) return false;
   return InspectStalls();
 }
 
@@ -549,10 +550,61 @@ bool Runtime::InspectStalls() {
     return missing;
   });
   if (!abort) return true;
+  if (config_.stall_eviction) {
+    negotiator_.RequestEviction();
+    eviction_asked_ = true;
+    return true;
+  }
+  AbortForStall();
+  return false;
+}
+
+void Runtime::AbortForStall() {
   stop_reason_ = Status::Aborted(
       "tfdist: a collective waited longer than TFDIST_STALL_SHUTDOWN_TIME for the other "
       "ranks; the job was aborted");
   control_plane_.Abort(stop_reason_.message());
+}
+
+bool Runtime::ActOnEviction(const RoundResult& result) {
+  const bool asked = std::exchange(eviction_asked_, false);
+  const std::vector<int>& evicted = result.evicted;
+  if (std::find(evicted.begin(), evicted.end(), rank()) != evicted.end()) {
+    stop_reason_ = Status::Aborted(
+        "tfdist (rank " + std::to_string(rank()) + "): evicted by the other ranks: they " +
+        "waited longer than TFDIST_STALL_SHUTDOWN_TIME for collective '" +
+        result.evicted_from + "', which this rank had not submitted (it was stuck outside " +
+        "tfdist, or too slow)");
+    std::fprintf(links_.stall_reports, "%s\n", stop_reason_.message().c_str());
+    std::fflush(links_.stall_reports);
+    if (links_.leave) links_.leave(stop_reason_.message());
+    return false;
+  }
+  if (!evicted.empty()) {
+    if (evicted != evictions_reported_) {
+      evictions_reported_ = evicted;
+      std::fprintf(links_.stall_reports,
+                   "tfdist (rank %d): %s %s kept '%s' waiting past "
+                   "TFDIST_STALL_SHUTDOWN_TIME and %s evicted; the other ranks carry on "
+                   "without %s once elastic training sees %s exit\n",
+                   rank(), evicted.size() == 1 ? "rank" : "ranks", RankList(evicted).c_str(),
+                   result.evicted_from.c_str(), evicted.size() == 1 ? "is" : "are",
+                   evicted.size() == 1 ? "it" : "them", evicted.size() == 1 ? "it" : "them");
+      std::fflush(links_.stall_reports);
+    }
+    return true;
+  }
+  if (!asked) return true;
+  // Every rank that waits also holds up another (ranks waiting on different
+  // collectives): a mismatch, not a stuck rank. The job ends as it would
+  // without eviction.
+  std::fprintf(links_.stall_reports,
+               "tfdist (rank %d): no rank can be evicted: every rank that keeps a collective "
+               "waiting waits on one of its own (the ranks submitted different collectives); "
+               "aborting the job\n",
+               rank());
+  std::fflush(links_.stall_reports);
+  AbortForStall();
   return false;
 }
 

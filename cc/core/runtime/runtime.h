@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,11 @@ struct RuntimeLinks {
   ControlPlane* control_plane = nullptr;  // negotiation, barriers, abort
   ReferenceAllreduce reference_allreduce;  // the "mpi" algorithm (executor.h)
   std::FILE* stall_reports = stderr;      // where stall_inspector.h writes
+  // What this process does when the other ranks evict it (stall eviction,
+  // negotiation.h), given why: the MPI factory ends the process, which the
+  // others then see as a failed process (elastic training). Null (the unit
+  // tests): the runtime only stops, as if shut down.
+  std::function<void(const std::string& why)> leave;
   // Holds the transport and control plane when the runtime owns them (the
   // MPI factory); null when the caller does (a test's fabric), and then they
   // must outlive the runtime. Destroyed after the background thread ended.
@@ -122,12 +128,19 @@ class Runtime {
   // collectives fail with. Collective over the control plane.
   Status ExplainShutdown(const std::string& mine, Status* reason);
   // Reports stalls; false when the stall shutdown time passed (the job was
-  // aborted, or must stop if the control plane's Abort returned).
+  // aborted, or must stop if the control plane's Abort returned). With
+  // stall eviction on it asks for an eviction instead.
   bool InspectStalls();
   // What the autotuner asks of the cost model (autotuner.h TuningModel).
   TuningModel MakeTuningModel() const;
   // Switches to parameters the autotuner's broadcast brought; round_mutex_ held.
   void ApplyTuning(const TunedParameters& parameters);
+  // After a round that gave an eviction verdict: leaves if this rank is
+  // evicted, reports whom otherwise; aborts as before when this rank asked
+  // and nobody could be blamed. False when the runtime must stop.
+  bool ActOnEviction(const RoundResult& result);
+  // Ends the job everywhere after a stall past the shutdown time.
+  void AbortForStall();
 
   // Set once by the constructor, then only read (their own members say
   // how they are shared).
@@ -170,6 +183,8 @@ class Runtime {
   // threshold it may change is read by Execute under round_mutex_.
   std::unique_ptr<AutotuneSession> autotune_;
   size_t fusion_threshold_bytes_;
+  bool eviction_asked_ = false;        // this rank asked; the verdict is pending
+  std::vector<int> evictions_reported_;  // the last verdict this rank reported
 
   // Written under round_mutex_, read without it: what the background thread
   // needs to know while it waits for work.

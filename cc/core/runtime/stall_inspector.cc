@@ -15,11 +15,12 @@ double Seconds(StallInspector::Clock::duration d) {
 }  // namespace
 
 StallInspector::StallInspector(double check_seconds, double shutdown_seconds, int rank,
-                               std::FILE* out)
+                               std::FILE* out, bool evicts)
     : check_seconds_(check_seconds),
       shutdown_seconds_(shutdown_seconds),
       rank_(rank),
       out_(out),
+      evicts_(evicts),
       last_look_(Clock::now()),
       next_report_seconds_(check_seconds) {}
 
@@ -88,7 +89,13 @@ bool StallInspector::Inspect(const std::vector<Waiting>& waiting, Clock::time_po
     std::fprintf(out_, "tfdist stall (rank %d): and %zu more collectives waiting\n", rank_,
                  unlisted);
   }
-  if (abort) {
+  if (abort && evicts_) {
+    std::fprintf(out_,
+                 "tfdist (rank %d): a collective waited %.0f s, longer than "
+                 "TFDIST_STALL_SHUTDOWN_TIME=%.0f s; the ranks that have not submitted it are "
+                 "evicted (they exit) and elastic training carries on without them\n",
+                 rank_, oldest, shutdown_seconds_);
+  } else if (abort) {
     std::fprintf(out_,
                  "tfdist (rank %d): a collective waited %.0f s, longer than "
                  "TFDIST_STALL_SHUTDOWN_TIME=%.0f s; aborting the job. A rank that skipped a collective, "
@@ -105,6 +112,12 @@ bool StallInspector::Inspect(const std::vector<Waiting>& waiting, Clock::time_po
     }
     if (schedule_said_) {
       // Said with this stall's first report.
+    } else if (shutdown_seconds_ > 0 && evicts_) {
+      std::fprintf(out_,
+                   "tfdist stall (rank %d): reported again at doubling intervals; the ranks "
+                   "that keep a collective waiting %.0f s are evicted "
+                   "(TFDIST_STALL_SHUTDOWN_TIME; 0 waits forever)\n",
+                   rank_, shutdown_seconds_);
     } else if (shutdown_seconds_ > 0) {
       std::fprintf(out_,
                    "tfdist stall (rank %d): reported again at doubling intervals; the job "

@@ -1,7 +1,10 @@
 // The stall inspector (docs/runtime.md): reports this rank's collectives that
 // have waited TFDIST_STALL_CHECK_TIME for the other ranks, naming the ranks
 // that have not submitted them, and says when TFDIST_STALL_SHUTDOWN_TIME has
-// passed and the job must abort. A stall is reported when its oldest
+// passed: then the job aborts, or, with stall eviction on (elastic training,
+// docs/elastic.md), the ranks that keep the collective waiting are evicted
+// and the rest carry on (the runtime and negotiation.h decide whom). A stall
+// is reported when its oldest
 // collective has waited the check time, then at 2x, 4x, ... that time, so
 // that a long stall prints a handful of reports rather than one a second;
 // each report lists at most kListedStalls collectives, and only the first of a
@@ -34,16 +37,19 @@ class StallInspector {
   using MissingRanks = std::function<std::map<std::string, std::vector<int>>()>;
 
   // `check_seconds`, `shutdown_seconds` (0: never): the two settings.
-  // Reports go to `out`.
+  // `evicts`: past the shutdown time the stuck ranks are evicted rather
+  // than the job aborted (only what the reports say differs). Reports go
+  // to `out`.
   StallInspector(double check_seconds, double shutdown_seconds, int rank,
-                 std::FILE* out = stderr);
+                 std::FILE* out = stderr, bool evicts = false);
 
   // Whether to look now: at most once a second, since this runs every round.
   bool LookDue(Clock::time_point now);
   // Collectives named in one report; the rest are counted.
   static constexpr size_t kListedStalls = 8;
 
-  // Reports what has waited too long; returns true when the job must abort.
+  // Reports what has waited too long; returns true once a collective has
+  // waited the shutdown time (the job must abort, or the stuck ranks go).
   bool Inspect(const std::vector<Waiting>& waiting, Clock::time_point now,
                const MissingRanks& missing_ranks);
 
@@ -52,6 +58,7 @@ class StallInspector {
   double shutdown_seconds_;
   int rank_;
   std::FILE* out_;
+  bool evicts_;
   Clock::time_point last_look_;
   Clock::time_point last_join_report_;
   // The oldest wait, in seconds, at which the next stall report is due;

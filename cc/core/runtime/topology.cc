@@ -1,8 +1,15 @@
 #include "cc/core/runtime/topology.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace tfdist {
+
+namespace {
+// Local and cross ranks of `t.rank` from `t.hosts`.
+Status FinishTopology(Topology t, Topology* out);
+}  // namespace
 
 Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
                             int virtual_hosts, Topology* out) {
@@ -17,6 +24,7 @@ Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
           std::to_string(t.size) + " ranks of this job into equal hosts");
     }
     t.hosts = HostLayout::Consecutive(t.size, virtual_hosts);
+    t.virtual_host_labels = t.hosts.host_of_rank();
   } else {
     // Each rank's host, labelled by the lowest rank on it.
     std::vector<int> labels(t.size, 0);
@@ -31,6 +39,38 @@ Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
     }
     t.hosts = HostLayout::FromHostLabels(labels);
   }
+  return FinishTopology(std::move(t), out);
+}
+
+Status TopologyFromKeptVirtualHosts(int rank, const std::vector<std::string>& machines,
+                                    const std::vector<int>& kept, int virtual_hosts,
+                                    Topology* out) {
+  const bool any_kept =
+      std::any_of(kept.begin(), kept.end(), [](int host) { return host >= 0; });
+  if (!any_kept || virtual_hosts <= 0) {
+    return TopologyFromMachines(rank, machines, virtual_hosts, out);
+  }
+  std::vector<int> labels = kept;
+  std::vector<int> count(virtual_hosts, 0);
+  for (int host : labels) {
+    if (host >= 0 && host < virtual_hosts) ++count[host];
+  }
+  for (int& host : labels) {
+    if (host >= 0 && host < virtual_hosts) continue;
+    host = static_cast<int>(std::min_element(count.begin(), count.end()) - count.begin());
+    ++count[host];
+  }
+  Topology t;
+  t.rank = rank;
+  t.size = static_cast<int>(machines.size());
+  t.machines = machines;
+  t.hosts = HostLayout::FromHostLabels(labels);
+  t.virtual_host_labels = labels;
+  return FinishTopology(std::move(t), out);
+}
+
+namespace {
+Status FinishTopology(Topology t, Topology* out) {
   t.local_rank = t.hosts.local_rank(t.rank);
   t.local_size = t.hosts.local_size(t.rank);
   // Processes with the same local rank, one per host, form the cross group.
@@ -45,6 +85,7 @@ Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
   *out = std::move(t);
   return Status::OK();
 }
+}  // namespace
 
 Status DiscoverTopology(ControlPlane& control, const std::string& machine, int virtual_hosts,
                         Topology* out) {

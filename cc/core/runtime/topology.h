@@ -25,6 +25,9 @@ struct Topology {
   int cross_size = 1;
   HostLayout hosts;                   // every rank's host
   std::vector<std::string> machines;  // every rank's real machine name
+  // With TFDIST_VIRTUAL_HOSTS=H: every rank's virtual host, 0..H-1 (kept
+  // by its process across membership changes); empty otherwise.
+  std::vector<int> virtual_host_labels;
 };
 
 // Rank `rank`'s topology from every rank's machine name. `virtual_hosts` 0
@@ -32,6 +35,17 @@ struct Topology {
 // (InvalidArgument naming TFDIST_VIRTUAL_HOSTS if not).
 Status TopologyFromMachines(int rank, const std::vector<std::string>& machines,
                             int virtual_hosts, Topology* out);
+
+// The same with hosts that follow the processes across a membership change
+// (elastic training): `kept[r]` is the virtual host rank r's process had
+// in the runtime before (-1: none, a process that joined). When no rank
+// has one, the consecutive split of TopologyFromMachines; otherwise every
+// process keeps its host, and those that joined fill the hosts with the
+// fewest ranks (lowest host first), in rank order. Hosts left empty are
+// gone; sizes may then differ (a non-uniform layout).
+Status TopologyFromKeptVirtualHosts(int rank, const std::vector<std::string>& machines,
+                                    const std::vector<int>& kept, int virtual_hosts,
+                                    Topology* out);
 
 // Collective over `control`: gathers every rank's `machine` name, then
 // TopologyFromMachines.
