@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/core/tuning/algorithm_chooser.h"
 #include "cc/core/tuning/cost_model.h"
 #include "cc/core/runtime/allreduce_plan.h"
 #include "cc/core/runtime/memory_advice.h"
@@ -34,11 +35,13 @@ class CollectiveExecutor {
   // Collectives move their data over `transport` (the process's transport,
   // or an emulated-link wrapper of it); barriers go through `control_plane`.
   // Both must outlive the executor. `hosts` and `network` are what "auto"
-  // and the hierarchical allreduce decide by.
+  // and the hierarchical allreduce decide by; `auto_trials` how many timed
+  // calls of each of its two candidates "auto" makes per size class before
+  // it keeps one (algorithm_chooser.h; 0: the model's pick, untimed).
   CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
                      ReferenceAllreduce reference_allreduce, const HostLayout& hosts,
                      const NetworkCost& network, AllreduceAlgorithm default_algorithm,
-                     bool debug_log, Stats& stats, Timeline& timeline)
+                     int auto_trials, bool debug_log, Stats& stats, Timeline& timeline)
       : transport_(transport),
         control_plane_(control_plane),
         reference_allreduce_(std::move(reference_allreduce)),
@@ -46,6 +49,12 @@ class CollectiveExecutor {
         hosts_(hosts),
         network_(network),
         default_algorithm_(default_algorithm),
+        chooser_(
+            [this](size_t bytes) {
+              const auto two = TwoFastestAllreduce(hosts_, bytes, network_);
+              return AlgorithmChooser::Candidates{two.first, two.second};
+            },
+            transport.size() > 1 ? auto_trials : 0),
         debug_log_(debug_log),
         stats_(stats),
         timeline_(timeline),
@@ -103,6 +112,10 @@ class CollectiveExecutor {
   // Allreduces combined by Adasum, packed into the fusion buffer, each
   // tensor combined on its own (adasum_executor.cc).
   Status AllreduceAdasum(const std::vector<Request*>& group);
+  // Runs `plan` on `group`; where the group's algorithm is a trial of
+  // "auto" (chooser_), times it, agrees the time across the ranks and
+  // reports it.
+  Status RunPlan(AllreducePlan& plan, const AllreduceGroup& group, bool is_auto);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
   // `count` elements of the request's input, scaled (PackScale), in the
@@ -124,6 +137,7 @@ class CollectiveExecutor {
   HostLayout hosts_;
   NetworkCost network_;
   AllreduceAlgorithm default_algorithm_;
+  AlgorithmChooser chooser_;  // what "auto" resolves to
   bool debug_log_;
   Stats& stats_;
   Timeline& timeline_;

@@ -70,7 +70,8 @@ Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayo
       bursts_(kSettle),
       negotiator_(control_plane_, config_.cache_capacity),
       executor_(transport_, control_plane_, links_.reference_allreduce, hosts_, network_cost_,
-                config_.default_algorithm, config_.debug_log, stats_, timeline_),
+                config_.default_algorithm, config_.auto_trials, config_.debug_log, stats_,
+                timeline_),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
                        transport_.rank(), links_.stall_reports) {}
 
