@@ -2,6 +2,20 @@
 
     mpirun -np 2 python -m benchmarks.allreduce --json docs/results/allreduce-np2.json --plot
 
+With ``--auto-vs-forced`` it measures instead what a user gets: ``tfdist.allreduce``
+(eager, float32 Sum, named so the response cache answers) with the default "auto"
+against the same call with every algorithm forced (``algorithm=``), and against
+MPI_Allreduce, in rounds that interleave the methods (a different order each
+round, the same on every rank), 4 B to 64 MiB. Each cell is the median over
+rounds of the slowest rank's mean per call; auto's calls of a size are warmed
+up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed.
+
+    mpirun -np 2 --bind-to none python -m benchmarks.allreduce --auto-vs-forced \
+        --json docs/results/auto-vs-forced-np2.json
+    TFDIST_VIRTUAL_HOSTS=2 TFDIST_EMULATED_BANDWIDTH=1.25e9 TFDIST_EMULATED_LATENCY=50e-6 \
+        mpirun -np 4 --oversubscribe --bind-to none python -m benchmarks.allreduce \
+        --auto-vs-forced --json docs/results/auto-vs-forced-2x2-10g.json
+
 For every size it measures, in this order and with the same iteration count
 on every rank: MPI_Allreduce through mpi4py (the reference), each engine
 algorithm called directly (no TensorFlow, no runtime), and ``tfdist.allreduce``
@@ -13,6 +27,8 @@ busbw = algbw * 2(P-1)/P).
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from typing import Any, Dict, List
@@ -89,6 +105,115 @@ def measure(comm, sizes: List[int]) -> List[Dict]:
     return rows
 
 
+FORCED_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
+AUTO_VS_FORCED_MAX_BYTES = 64 << 20
+
+
+def _forced_algorithms(comm) -> List[str]:
+    """The algorithms a user can force on this job: hierarchical only across hosts."""
+    forced = list(FORCED_ALGORITHMS)
+    if comm.bcast(_host_count() if comm.rank == 0 else None) > 1:
+        forced.append("hierarchical")
+    return forced
+
+
+def _host_count() -> int:
+    import os
+    virtual = int(os.environ.get("TFDIST_VIRTUAL_HOSTS", "0") or 0)
+    return virtual if virtual > 0 else 1
+
+
+def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
+                           seconds_per_cell: float) -> List[Dict]:
+    """One row per size: µs per call of auto, of every forced algorithm and of MPI."""
+    import tensorflow as tf
+    from mpi4py import MPI
+
+    import tfdist
+    forced = _forced_algorithms(comm)
+    methods = ["auto", *forced, "mpi"]
+    rows = []
+    for nbytes in sizes:
+        count = max(1, nbytes // 4)
+        x = tf.ones([count], tf.float32)
+        send = np.ones(count, np.float32)
+        receive = np.empty_like(send)
+
+        def run(method: str, n: int) -> float:
+            comm.Barrier()
+            start = time.perf_counter()
+            if method == "mpi":
+                for _ in range(n):
+                    comm.Allreduce(send, receive, op=MPI.SUM)
+            else:
+                algorithm = None if method == "auto" else method
+                name = f"bench.avf.{method}.{nbytes}"
+                for _ in range(n):
+                    tfdist.allreduce(x, op=tfdist.Sum, name=name, algorithm=algorithm)
+            return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / n
+
+        # Auto first makes its choice for this size (its trials), then every
+        # method is warmed up; one timed call of the slowest sizes the blocks.
+        for method in methods:
+            run(method, 8 if method == "auto" else 2)
+        probe = max(run(m, 1) for m in methods)
+        calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
+        samples: Dict[str, List[float]] = {m: [] for m in methods}
+        picks: Dict[str, int] = {}
+        for r in range(rounds):
+            order = methods[r % len(methods):] + methods[:r % len(methods)]
+            if r % 2:
+                order.reverse()
+            for method in order:
+                before = tfdist.stats()["algorithm_calls"] if method == "auto" else None
+                samples[method].append(run(method, calls))
+                if before is not None:
+                    after = tfdist.stats()["algorithm_calls"]
+                    for name, value in after.items():
+                        if value > before.get(name, 0):
+                            picks[name] = picks.get(name, 0) + value - before.get(name, 0)
+        row: Dict[str, Any] = {"bytes": count * 4, "calls": calls, "rounds": rounds,
+                               "auto_picks": picks}
+        for method in methods:
+            row[f"{method}_us"] = statistics.median(samples[method]) * 1e6
+        best = min(forced, key=lambda m: row[f"{m}_us"])
+        row["best_forced"] = best
+        row["auto_vs_best_forced"] = row["auto_us"] / row[f"{best}_us"]
+        row["auto_vs_mpi"] = row["auto_us"] / row["mpi_us"]
+        row["load_average"] = os.getloadavg()[0]
+        rows.append(row)
+        if comm.rank == 0:
+            print(_format_auto_row(row, forced), flush=True)
+    return rows
+
+
+def _auto_header(forced: List[str]) -> str:
+    return ("| size | auto µs (its pick) | " + " | ".join(f"{a} µs" for a in forced)
+            + " | MPI_Allreduce µs | best forced | auto / best forced | auto / MPI | load |\n"
+            + "|---" * (len(forced) + 7) + "|")
+
+
+def _format_auto_row(row: Dict, forced: List[str]) -> str:
+    picks = ", ".join(sorted(row["auto_picks"], key=lambda a: -row["auto_picks"][a])) or "-"
+    return (f"| {_human(row['bytes'])} | {row['auto_us']:.1f} ({picks}) | "
+            + " | ".join(f"{row[f'{a}_us']:.1f}" for a in forced)
+            + f" | {row['mpi_us']:.1f} | {row['best_forced']} | {row['auto_vs_best_forced']:.2f} "
+            f"| {row['auto_vs_mpi']:.2f} | {row['load_average']:.1f} |")
+
+
+def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
+    forced = document["forced"]
+    rows = document["rows"]
+    within = sum(r["auto_vs_best_forced"] <= 1.05 for r in rows)
+    head = (f"np = {document['np']}, {document['hosts']} host(s); tfdist.allreduce (eager, "
+            f"float32 Sum) with auto against every forced algorithm and MPI_Allreduce; "
+            f"median over {rows[0]['rounds'] if rows else 0} interleaved rounds of the slowest "
+            f"rank's mean per call. auto within 5% of the best forced algorithm at "
+            f"{within} of {len(rows)} sizes. Load: the 1-minute load average after each size.")
+    return "\n".join([head, "", _auto_header(forced)]
+                     + [_format_auto_row(row, forced) for row in rows])
+
+
 def _human(nbytes: int) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
@@ -109,7 +234,10 @@ def _format_row(row: Dict) -> str:
 
 
 def summary(document: Dict[str, Any]) -> str:
-    """The table of every size: microseconds per call of each method, and bus bandwidth."""
+    """The table of every size: microseconds per call of each method, and bus bandwidth
+    (or, for ``--auto-vs-forced``, auto against every forced algorithm)."""
+    if document.get("mode") == "auto_vs_forced":
+        return _summary_auto_vs_forced(document)
     cost = document.get("link_cost") or {}
     head = f"np = {document['np']}"
     if cost:
@@ -146,10 +274,19 @@ def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.allreduce",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--min-bytes", type=int, default=4)
-    parser.add_argument("--max-bytes", type=int, default=256 << 20)
+    parser.add_argument("--max-bytes", type=int, default=None,
+                        help="largest size (default 256 MiB; 64 MiB with --auto-vs-forced)")
+    parser.add_argument("--auto-vs-forced", action="store_true",
+                        help="tfdist.allreduce with auto against every forced algorithm")
+    parser.add_argument("--rounds", type=int, default=11,
+                        help="--auto-vs-forced: interleaved rounds per size")
+    parser.add_argument("--seconds-per-cell", type=float, default=0.02,
+                        help="--auto-vs-forced: time of one method's block in a round")
     _results.add_arguments(parser)
     args = parser.parse_args(argv)
     _results.check_arguments(parser, args)
+    if args.max_bytes is None:
+        args.max_bytes = AUTO_VS_FORCED_MAX_BYTES if args.auto_vs_forced else 256 << 20
     import tfdist
     tfdist.init()
     from mpi4py import MPI
@@ -159,6 +296,18 @@ def main(argv: List[str]) -> int:
     while nbytes <= args.max_bytes:
         sizes.append(nbytes)
         nbytes *= 4
+    if args.auto_vs_forced:
+        forced = _forced_algorithms(comm)
+        if comm.rank == 0:
+            print(f"# np={comm.size}, hosts={_host_count()}", flush=True)
+            print(_auto_header(forced), flush=True)
+        rows = measure_auto_vs_forced(comm, sizes, args.rounds, args.seconds_per_cell)
+        if comm.rank == 0:
+            _results.publish(args, "allreduce",
+                             {"mode": "auto_vs_forced", "np": comm.size, "hosts": _host_count(),
+                              "forced": forced, "rows": rows}, argv, comm.size)
+        tfdist.shutdown()
+        return 0
     if comm.rank == 0:
         cost = tfdist.link_cost()
         print(f"# np={comm.size}; link cost L={cost['latency_s'] * 1e6:.2f} µs, "

@@ -42,6 +42,7 @@ class RuntimeSettings:
     """
 
     allreduce_algorithm: str = _default("allreduce_algorithm")
+    auto_trials: int = _default("auto_trials")
     fusion_threshold: int = _default("fusion_threshold")
     cycle_time: float = _default("cycle_time")
     cache_capacity: int = _default("cache_capacity")
@@ -89,7 +90,7 @@ class RuntimeSettings:
         if self.allreduce_algorithm not in algorithms:
             raise ConfigError(f"TFDIST_ALLREDUCE_ALGORITHM={self.allreduce_algorithm!r}: "
                               f"expected one of {', '.join(algorithms)}")
-        for name in ("fusion_threshold", "cache_capacity"):
+        for name in ("auto_trials", "fusion_threshold", "cache_capacity"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TFDIST_{name.upper()} must not be negative")
         if self.cycle_time <= 0:

@@ -35,7 +35,7 @@ MPI_Op ToMpiOp(ReduceOp op) {
 }  // namespace
 
 Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
-                          DataType dtype, ReduceOp op) {
+                          DataType dtype, ReduceOp op, bool oversubscribed) {
   MPI_Datatype mpi_type;
   if (!ToMpiType(dtype, &mpi_type)) {
     return Status::InvalidArgument(std::string("MPI allreduce cannot reduce ") +
@@ -52,7 +52,8 @@ Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
                             comm, &request);
     constexpr const char* kDuring = "the \"mpi\" allreduce algorithm";
     if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce", kDuring, comm);
-    TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm, 1, &request, kDuring));
+    TFDIST_RETURN_IF_ERROR(
+        WaitAllPolitely(comm, 1, &request, kDuring, WaitKind::kTransfer, oversubscribed));
     done += piece;
   } while (done < count);
   return Status::OK();

@@ -13,9 +13,10 @@
 namespace tfdist {
 
 // In place. float16/bfloat16 are not accepted (the runtime stages them in
-// float32 first); counts above INT_MAX go in several calls.
+// float32 first); counts above INT_MAX go in several calls. `oversubscribed`:
+// the waits' (mpi_wait.h).
 Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
-                          DataType dtype, ReduceOp op);
+                          DataType dtype, ReduceOp op, bool oversubscribed);
 
 }  // namespace tfdist
 

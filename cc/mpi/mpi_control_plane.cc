@@ -36,7 +36,7 @@ Status MpiControlPlane::AndAllreduce(uint64_t* words, size_t count, WaitKind wai
   int rc = MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(count), MPI_UINT64_T,
                           MPI_BAND, comm_.get(), &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce", kDuring, comm_.get());
-  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait);
+  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait, oversubscribed_);
 }
 
 Status MpiControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind wait,
@@ -48,7 +48,8 @@ Status MpiControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind wa
   int rc = MPI_Iallgather(&my_size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_.get(),
                           &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallgather", kDuring, comm_.get());
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait));
+  TFDIST_RETURN_IF_ERROR(
+      WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait, oversubscribed_));
 
   std::vector<int> offsets(size_, 0);
   for (int r = 1; r < size_; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -56,7 +57,8 @@ Status MpiControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind wa
   rc = MPI_Iallgatherv(mine.data(), my_size, MPI_BYTE, all.data(), sizes.data(),
                        offsets.data(), MPI_BYTE, comm_.get(), &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallgatherv", kDuring, comm_.get());
-  TFDIST_RETURN_IF_ERROR(WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait));
+  TFDIST_RETURN_IF_ERROR(
+      WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait, oversubscribed_));
 
   per_rank->assign(size_, {});
   for (int r = 0; r < size_; ++r) {
@@ -70,7 +72,7 @@ Status MpiControlPlane::Barrier(WaitKind wait) {
   MPI_Request request;
   int rc = MPI_Ibarrier(comm_.get(), &request);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Ibarrier", kDuring, comm_.get());
-  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait);
+  return WaitAllPolitely(comm_.get(), 1, &request, kDuring, wait, oversubscribed_);
 }
 
 void MpiControlPlane::Abort(const std::string&) { MPI_Abort(comm_.get(), 1); }

@@ -32,9 +32,12 @@ class MpiControlPlane : public ControlPlane {
   // MPI_Abort; the reason has been reported by the caller (stall_inspector.h).
   void Abort(const std::string& reason) override;
   bool closed() const override;
+  // Whether this plane's ranks outnumber the node's cores (mpi_wait.h).
+  void set_cores_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
 
  private:
   OwnedComm comm_;
+  bool oversubscribed_ = false;
   int rank_ = 0;
   int size_ = 1;
 };

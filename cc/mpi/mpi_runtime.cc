@@ -84,14 +84,16 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   Topology machine;
   TFDIST_RETURN_IF_ERROR(DiscoverTopology(*mpi->control_plane, ProcessorName(),
                                           /*virtual_hosts=*/0, &machine));
-  // More ranks on this node than cores (mpirun --oversubscribe): waiting
-  // ranks must yield their core to the peers they wait for. Decided by the
-  // global set, which counts every process on the machine: a process set's
-  // members (fewer) share the cores with the rest of the job all the same.
-  if (inherited == nullptr) {
-    const unsigned cores = std::thread::hardware_concurrency();
-    SetCoresOversubscribed(cores > 0 && static_cast<unsigned>(machine.local_size) > cores);
-  }
+  // More ranks of this communicator on this node than cores (mpirun
+  // --oversubscribe): its waiting ranks must yield their core to the peers
+  // they wait for. Decided per runtime, by its own ranks: a process set of
+  // two ranks of a four-rank job on two cores waits only for its two (the
+  // others, outside the set, sleep or compute on their own), and yielding at
+  // every poll made its collectives slower than those of a two-rank job
+  // (issue 24). The global runtime of the same processes keeps its own.
+  const bool oversubscribed = CoresOversubscribed(machine.local_size);
+  mpi->transport->set_cores_oversubscribed(oversubscribed);
+  mpi->control_plane->set_cores_oversubscribed(oversubscribed);
   // Before anything collective that depends on them (the calibration does).
   TFDIST_RETURN_IF_ERROR(CheckSettingsAgreeAcross(*mpi->control_plane, config));
   if (inherited == nullptr && config.virtual_hosts > 0) {
@@ -138,9 +140,9 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                                                 CalibrationSettings(config), &network_cost));
   }
   const MPI_Comm data_comm = mpi->transport->comm();
-  links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
-                                          ReduceOp op) {
-    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
+  links.reference_allreduce = [data_comm, oversubscribed](void* buffer, size_t count,
+                                                          DataType dtype, ReduceOp op) {
+    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op, oversubscribed);
   };
   // Evicted (stall eviction): the process ends, by SIGKILL. Open MPI's
   // launcher takes a non-zero exit status for the job's failure and ends

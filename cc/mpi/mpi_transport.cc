@@ -34,8 +34,9 @@ struct Message {
 class MpiPendingOp : public PendingOp {
  public:
   MpiPendingOp(MPI_Comm comm, Message message, std::vector<MPI_Request> requests,
-               Status start_status)
+               Status start_status, bool oversubscribed)
       : comm_(comm),
+        oversubscribed_(oversubscribed),
         message_(message),
         requests_(std::move(requests)),
         status_(std::move(start_status)) {}
@@ -46,7 +47,8 @@ class MpiPendingOp : public PendingOp {
       waited_ = true;
       if (!requests_.empty()) {
         const int rc = WaitAllPolitelyCode(static_cast<int>(requests_.size()),
-                                           requests_.data());
+                                           requests_.data(), WaitKind::kTransfer,
+                                           oversubscribed_);
         if (rc != MPI_SUCCESS && status_.ok()) {
           status_ = MpiError(rc, "MPI_Testall", message_.Describe(), comm_);
         }
@@ -57,6 +59,7 @@ class MpiPendingOp : public PendingOp {
 
  private:
   MPI_Comm comm_;
+  bool oversubscribed_;
   Message message_;
   std::vector<MPI_Request> requests_;
   Status status_;
@@ -65,7 +68,8 @@ class MpiPendingOp : public PendingOp {
 
 template <typename StartPiece>
 std::unique_ptr<PendingOp> StartInPieces(MPI_Comm comm, const Message& message,
-                                         const char* call, StartPiece start) {
+                                         const char* call, bool oversubscribed,
+                                         StartPiece start) {
   std::vector<MPI_Request> requests;
   size_t offset = 0;
   Status status;
@@ -80,7 +84,8 @@ std::unique_ptr<PendingOp> StartInPieces(MPI_Comm comm, const Message& message,
     requests.push_back(request);
     offset += piece;
   } while (offset < message.bytes);
-  return std::make_unique<MpiPendingOp>(comm, message, std::move(requests), status);
+  return std::make_unique<MpiPendingOp>(comm, message, std::move(requests), status,
+                                        oversubscribed);
 }
 
 }  // namespace
@@ -109,7 +114,7 @@ MpiTransport::MpiTransport(OwnedComm comm, int rank, int size, bool thread_multi
 std::unique_ptr<PendingOp> MpiTransport::StartSend(int peer, const void* data,
                                                    size_t bytes, int tag) {
   const char* base = static_cast<const char*>(data);
-  return StartInPieces(comm(), Message{true, peer, bytes, tag}, "MPI_Isend",
+  return StartInPieces(comm(), Message{true, peer, bytes, tag}, "MPI_Isend", oversubscribed_,
                        [&](size_t offset, int piece, MPI_Request* r) {
                          return MPI_Isend(base + offset, piece, MPI_BYTE, peer, tag, comm(), r);
                        });
@@ -118,7 +123,7 @@ std::unique_ptr<PendingOp> MpiTransport::StartSend(int peer, const void* data,
 std::unique_ptr<PendingOp> MpiTransport::StartRecv(int peer, void* data,
                                                    size_t bytes, int tag) {
   char* base = static_cast<char*>(data);
-  return StartInPieces(comm(), Message{false, peer, bytes, tag}, "MPI_Irecv",
+  return StartInPieces(comm(), Message{false, peer, bytes, tag}, "MPI_Irecv", oversubscribed_,
                        [&](size_t offset, int piece, MPI_Request* r) {
                          return MPI_Irecv(base + offset, piece, MPI_BYTE, peer, tag, comm(), r);
                        });

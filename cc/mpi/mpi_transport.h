@@ -25,6 +25,9 @@ class MpiTransport : public Transport {
   int size() const override { return size_; }
   bool AllowsConcurrentCalls() const override { return thread_multiple_; }
   MPI_Comm comm() const { return comm_.get(); }
+  // Whether this transport's ranks outnumber the node's cores (mpi_wait.h).
+  void set_cores_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
+  bool cores_oversubscribed() const { return oversubscribed_; }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
                                        size_t bytes, int tag) override;
@@ -36,6 +39,7 @@ class MpiTransport : public Transport {
   int rank_ = 0;
   int size_ = 1;
   bool thread_multiple_ = false;  // MPI was initialised at MPI_THREAD_MULTIPLE
+  bool oversubscribed_ = false;
 };
 
 }  // namespace tfdist

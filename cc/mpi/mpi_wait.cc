@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -38,8 +37,6 @@ constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
 // longer poll (the spread is wide: ranks share the cores).
 constexpr auto kOversubscribedRendezvousPoll = std::chrono::microseconds(200);
 
-std::atomic<bool> cores_oversubscribed{false};
-
 PollingBudget& BudgetFor(WaitKind kind) {
   // Both kinds poll for up to 2 ms while their waits mostly end within it.
   // Data of a collective every rank has entered moves steadily (a large
@@ -69,15 +66,16 @@ PollingBudget& BudgetFor(WaitKind kind) {
 
 }  // namespace
 
-void SetCoresOversubscribed(bool oversubscribed) {
-  cores_oversubscribed.store(oversubscribed, std::memory_order_relaxed);
+bool CoresOversubscribed(int ranks_on_node) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 && ranks_on_node > 0 && static_cast<unsigned>(ranks_on_node) > cores;
 }
 
-int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind) {
+int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind, bool oversubscribed) {
   PollingBudget* budget = kind == WaitKind::kIdle ? nullptr : &BudgetFor(kind);
-  const auto poll_for =
-      budget != nullptr ? budget->PollFor(cores_oversubscribed.load(std::memory_order_relaxed))
-                        : std::chrono::nanoseconds(PollingBudget::kMinimum);
+  const auto poll_for = budget != nullptr
+                            ? budget->PollFor(oversubscribed)
+                            : std::chrono::nanoseconds(PollingBudget::kMinimum);
   const auto start = Clock::now();
   std::chrono::microseconds sleep = kFirstSleep;
   // MPI_ERR_IN_STATUS says only that some request failed; its status says how.
@@ -113,8 +111,8 @@ int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind) {
 }
 
 Status WaitAllPolitely(MPI_Comm comm, int count, MPI_Request* requests, const char* during,
-                       WaitKind kind) {
-  const int rc = WaitAllPolitelyCode(count, requests, kind);
+                       WaitKind kind, bool oversubscribed) {
+  const int rc = WaitAllPolitelyCode(count, requests, kind, oversubscribed);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Testall", during, comm);
   return Status::OK();
 }

@@ -278,6 +278,44 @@ def check_before_init(rank, size):
         raise AssertionError("a collective before init() did not fail")
 
 
+def _algorithm_of_next_call(call):
+    """Runs ``call`` and returns the one algorithm tfdist.stats() counted for it."""
+    before = tfdist.stats()["algorithm_calls"]
+    result = call()
+    after = tfdist.stats()["algorithm_calls"]
+    ran = [name for name, value in after.items() if value != before.get(name, 0)]
+    assert len(ran) == 1, (before, after)
+    return ran[0], result
+
+
+def check_auto_trials(rank, size):
+    """auto's first calls of a size class alternate between the cost model's pick and
+    its runner-up (TFDIST_AUTO_TRIALS, 2 each), then keep one of the two for good; every
+    rank runs the same algorithm on every call, and every result is right."""
+    if size == 1:
+        return
+    from mpi4py import MPI
+    n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
+    x = tf.fill([n], float(rank + 1))
+    model_pick = tfdist.algorithm_for(n * 4)
+    ran = []
+    for i in range(8):
+        algorithm, y = _algorithm_of_next_call(
+            lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
+        assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
+        ran.append(algorithm)
+    assert ran[0] == model_pick, (ran, model_pick)
+    assert ran[0] == ran[2] and ran[1] == ran[3] and ran[0] != ran[1], ran
+    assert len(set(ran[4:])) == 1 and ran[4] in ran[:2], ran
+    assert tfdist.algorithm_for(n * 4) == ran[4], (ran, tfdist.algorithm_for(n * 4))
+    every_rank = MPI.COMM_WORLD.allgather(ran)
+    assert all(theirs == ran for theirs in every_rank), every_rank
+    # A forced algorithm of the same size is not a trial and changes nothing.
+    algorithm, _ = _algorithm_of_next_call(
+        lambda: tfdist.allreduce(x, op=tfdist.Sum, algorithm="tree"))
+    assert algorithm == "tree" and tfdist.algorithm_for(n * 4) == ran[4]
+
+
 def check_every_algorithm_counted(rank, size):
     """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
@@ -298,6 +336,7 @@ CHECKS.check("broadcast")(check_broadcast)
 CHECKS.check("gradients")(check_gradients)
 CHECKS.check("tf_function")(check_tf_function)
 CHECKS.check("eager_fast_path")(check_eager_fast_path)
+CHECKS.check("auto_trials")(check_auto_trials)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
 CHECKS.setup(lambda rank, size: tfdist.shutdown())
 

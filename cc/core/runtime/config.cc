@@ -1,5 +1,6 @@
 #include "cc/core/runtime/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -52,6 +53,10 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       TFDIST_RETURN_IF_ERROR(ParseSize(key, value, &config.fusion_threshold_bytes));
     } else if (key == "cycle_time_ms") {
       TFDIST_RETURN_IF_ERROR(ParseDouble(key, value, &config.cycle_time_ms));
+    } else if (key == "auto_trials") {
+      size_t trials = 0;
+      TFDIST_RETURN_IF_ERROR(ParseSize(key, value, &trials));
+      config.auto_trials = static_cast<int>(std::min<size_t>(trials, 1000));
     } else if (key == "cache_capacity") {
       TFDIST_RETURN_IF_ERROR(ParseSize(key, value, &config.cache_capacity));
     } else if (key == "stall_check_seconds") {

@@ -1,5 +1,7 @@
 #include "cc/core/runtime/executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,17 +39,18 @@ std::vector<int64_t> WithFirstDimension(const TensorDescription& d, int64_t rows
 
 }  // namespace
 
+AllreduceAlgorithm CollectiveExecutor::OverrideFor(size_t bytes) const {
+  return AlgorithmOverrides::FromPacked(overrides_.load(std::memory_order_relaxed)).For(bytes);
+}
+
 AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
                                                size_t bytes) const {
   AllreduceAlgorithm algorithm =
       requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
-  if (algorithm == AllreduceAlgorithm::kAuto) {
-    algorithm = AlgorithmOverrides::FromPacked(overrides_.load(std::memory_order_relaxed))
-                    .For(bytes);
-  }
-  if (algorithm == AllreduceAlgorithm::kAuto) {
-    algorithm = ChooseAllreduce(hosts_, bytes, network_);
-  }
+  // The autotuner's per-size override first (the same on every rank from the
+  // same round), then the chooser's pick.
+  if (algorithm == AllreduceAlgorithm::kAuto) algorithm = OverrideFor(bytes);
+  if (algorithm == AllreduceAlgorithm::kAuto) algorithm = chooser_.Pick(bytes);
   return algorithm;
 }
 
@@ -195,10 +198,48 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& requests) {
     has_large = has_large || ReducedWhereItLies(*r);
   }
   const AllreduceGroup group{requests, d, bytes, has_large, Resolve(d.algorithm, bytes)};
+  const bool is_auto = d.algorithm == AllreduceAlgorithm::kAuto &&
+                       default_algorithm_ == AllreduceAlgorithm::kAuto;
   for (const std::unique_ptr<AllreducePlan>& plan : allreduce_plans_) {
-    if (plan->Applies(group)) return plan->Run(group);
+    if (plan->Applies(group)) return RunPlan(*plan, group, is_auto);
   }
   return Status::Internal("tfdist: no allreduce plan applies to '" + requests[0]->name + "'");
+}
+
+Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& group,
+                                   bool is_auto) {
+  // A trial is a call whose whole group ran with the algorithm picked for
+  // its size: not Adasum (its own algorithm) and not a group whose large
+  // members went apart (each of those is a call, and a trial, of its own).
+  // Nor a size the autotuner has overridden: it chose from its own trials.
+  const bool trial = is_auto && dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
+                     dynamic_cast<const LargeApartPlan*>(&plan) == nullptr &&
+                     OverrideFor(group.bytes) == AllreduceAlgorithm::kAuto &&
+                     chooser_.Wants(group.bytes);
+  if (!trial) return plan.Run(group);
+  const auto start = std::chrono::steady_clock::now();
+  TFDIST_RETURN_IF_ERROR(plan.Run(group));
+  const double mine =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The slowest rank's time, so that every rank reports the same number and
+  // makes the same choice.
+  std::vector<uint8_t> bytes(sizeof(double));
+  std::memcpy(bytes.data(), &mine, sizeof(double));
+  std::vector<std::vector<uint8_t>> per_rank;
+  TFDIST_RETURN_IF_ERROR(control_plane_.Allgatherv(bytes, WaitKind::kTransfer, &per_rank));
+  double slowest = 0.0;
+  for (const std::vector<uint8_t>& theirs : per_rank) {
+    double seconds = 0.0;
+    if (theirs.size() == sizeof(double)) std::memcpy(&seconds, theirs.data(), sizeof(double));
+    slowest = std::max(slowest, seconds);
+  }
+  chooser_.Report(group.bytes, group.algorithm, slowest);
+  if (debug_log_ && chooser_.Decided(group.bytes)) {
+    std::fprintf(stderr, "tfdist[%d] auto: %zu bytes (size class 2^%d) keeps %s\n",
+                 transport_.rank(), group.bytes, AlgorithmChooser::SizeClass(group.bytes),
+                 AllreduceAlgorithmName(chooser_.Pick(group.bytes)));
+  }
+  return Status::OK();
 }
 
 Status CollectiveExecutor::AllreduceLargeApart(const std::vector<Request*>& group) {

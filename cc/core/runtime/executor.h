@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/core/tuning/algorithm_chooser.h"
 #include "cc/core/tuning/cost_model.h"
 #include "cc/core/runtime/algorithm_overrides.h"
 #include "cc/core/runtime/allreduce_plan.h"
@@ -36,11 +37,13 @@ class CollectiveExecutor {
   // Collectives move their data over `transport` (the process's transport,
   // or an emulated-link wrapper of it); barriers go through `control_plane`.
   // Both must outlive the executor. `hosts` and `network` are what "auto"
-  // and the hierarchical allreduce decide by.
+  // and the hierarchical allreduce decide by; `auto_trials` how many timed
+  // calls of each of its two candidates "auto" makes per size class before
+  // it keeps one (algorithm_chooser.h; 0: the model's pick, untimed).
   CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
                      ReferenceAllreduce reference_allreduce, const HostLayout& hosts,
                      const NetworkCost& network, AllreduceAlgorithm default_algorithm,
-                     bool debug_log, Stats& stats, Timeline& timeline)
+                     int auto_trials, bool debug_log, Stats& stats, Timeline& timeline)
       : transport_(transport),
         control_plane_(control_plane),
         reference_allreduce_(std::move(reference_allreduce)),
@@ -48,6 +51,12 @@ class CollectiveExecutor {
         hosts_(hosts),
         network_(network),
         default_algorithm_(default_algorithm),
+        chooser_(
+            [this](size_t bytes) {
+              const auto two = TwoFastestAllreduce(hosts_, bytes, network_);
+              return AlgorithmChooser::Candidates{two.first, two.second};
+            },
+            transport.size() > 1 ? auto_trials : 0),
         debug_log_(debug_log),
         stats_(stats),
         timeline_(timeline),
@@ -58,8 +67,11 @@ class CollectiveExecutor {
 
   // The algorithm an allreduce of `bytes` (in the accumulation type) runs
   // with when it asks for `requested`: the request's, else the default
-  // algorithm, else an override for its size class, else the cost model's.
+  // algorithm, else the autotuner's override for its size class, else the
+  // chooser's pick (the cost model's, checked against its runner-up).
   AllreduceAlgorithm Resolve(AllreduceAlgorithm requested, size_t bytes) const;
+  // The autotuner's override for `bytes`' size class; kAuto where none.
+  AllreduceAlgorithm OverrideFor(size_t bytes) const;
   // Replaces the per-size overrides (algorithm_overrides.h). Every rank must
   // make the same change between the same two rounds (the autotuner's
   // broadcast does); safe against concurrent Resolve calls.
@@ -112,6 +124,10 @@ class CollectiveExecutor {
   // Allreduces combined by Adasum, packed into the fusion buffer, each
   // tensor combined on its own (adasum_executor.cc).
   Status AllreduceAdasum(const std::vector<Request*>& group);
+  // Runs `plan` on `group`; where the group's algorithm is a trial of
+  // "auto" (chooser_), times it, agrees the time across the ranks and
+  // reports it.
+  Status RunPlan(AllreducePlan& plan, const AllreduceGroup& group, bool is_auto);
   Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
                        AllreduceAlgorithm algorithm);
   // `count` elements of the request's input, scaled (PackScale), in the
@@ -134,6 +150,7 @@ class CollectiveExecutor {
   NetworkCost network_;
   AllreduceAlgorithm default_algorithm_;
   std::atomic<uint64_t> overrides_{0};  // AlgorithmOverrides, packed
+  AlgorithmChooser chooser_;  // what "auto" resolves to where no override says
   bool debug_log_;
   Stats& stats_;
   Timeline& timeline_;

@@ -42,6 +42,7 @@ SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
   s.default_algorithm = static_cast<int32_t>(config.default_algorithm);
   s.fusion_threshold_bytes = config.fusion_threshold_bytes;
   s.cache_capacity = config.cache_capacity;
+  s.auto_trials = config.auto_trials;
   s.latency_seconds = config.latency_seconds;
   s.seconds_per_byte = config.seconds_per_byte;
   s.reduce_seconds_per_byte = config.reduce_seconds_per_byte;
@@ -61,6 +62,8 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
                                [](const S& s) { return Text(s.fusion_threshold_bytes); }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_CACHE_CAPACITY",
                                [](const S& s) { return Text(s.cache_capacity); }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_AUTO_TRIALS",
+                               [](const S& s) { return Text(s.auto_trials); }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_ALLREDUCE_ALGORITHM", [](const S& s) {
     return std::string(
         AllreduceAlgorithmName(static_cast<AllreduceAlgorithm>(s.default_algorithm)));

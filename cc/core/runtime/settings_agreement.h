@@ -20,6 +20,7 @@ struct SharedSettings {
   int32_t default_algorithm = 0;
   uint64_t fusion_threshold_bytes = 0;
   uint64_t cache_capacity = 0;
+  int32_t auto_trials = 0;
   double latency_seconds = 0;
   double seconds_per_byte = 0;
   double reduce_seconds_per_byte = 0;

@@ -313,27 +313,40 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
   return PredictAllreduceSeconds(algorithm, HostLayout(size), bytes, UniformNetwork(link));
 }
 
-AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
-                                   const NetworkCost& network) {
-  if (layout.size() <= 1) return AllreduceAlgorithm::kButterfly;
+std::pair<AllreduceAlgorithm, AllreduceAlgorithm> TwoFastestAllreduce(
+    const HostLayout& layout, size_t bytes, const NetworkCost& network) {
+  if (layout.size() <= 1) return {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kButterfly};
   AllreduceAlgorithm best = kFlatCandidates[0];
   double best_seconds = PredictAllreduceSeconds(best, layout, bytes, network);
+  AllreduceAlgorithm second = best;
+  double second_seconds = std::numeric_limits<double>::infinity();
   // With one rank per host, hierarchical is its cross-host phase alone, the
   // flat algorithm the loop already prices: skip it (hierarchical asks this
   // for its own cross-host phase on every call).
   const bool hierarchical_differs = layout.uniform() && layout.ranks_per_host() > 1;
   for (AllreduceAlgorithm candidate :
-       {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
-        AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
+       {AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
         AllreduceAlgorithm::kHierarchical}) {
     if (candidate == AllreduceAlgorithm::kHierarchical && !hierarchical_differs) continue;
     const double seconds = PredictAllreduceSeconds(candidate, layout, bytes, network);
-    if (seconds < best_seconds) {  // strict: ties keep the earlier candidate
+    // Strict: ties keep the earlier candidate.
+    if (seconds < best_seconds) {
+      second = best;
+      second_seconds = best_seconds;
       best = candidate;
       best_seconds = seconds;
+    } else if (seconds < second_seconds) {
+      second = candidate;
+      second_seconds = seconds;
     }
   }
-  return best;
+  if (!std::isfinite(second_seconds)) second = best;
+  return {best, second};
+}
+
+AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
+                                   const NetworkCost& network) {
+  return TwoFastestAllreduce(layout, bytes, network).first;
 }
 
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link) {

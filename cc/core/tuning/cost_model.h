@@ -11,6 +11,7 @@
 #define TFDIST_CORE_TUNING_COST_MODEL_H_
 
 #include <cstddef>
+#include <utility>
 
 #include "cc/core/collectives/algorithm.h"
 #include "cc/core/transport/host_layout.h"
@@ -43,6 +44,12 @@ int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCo
 // arguments give the same choice on every rank.
 AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
                                    const NetworkCost& network);
+
+// ChooseAllreduce's pick and the algorithm it would pick without it (the
+// runner-up, which AlgorithmChooser checks the pick against); both the same
+// where only one is modelled.
+std::pair<AllreduceAlgorithm, AllreduceAlgorithm> TwoFastestAllreduce(
+    const HostLayout& layout, size_t bytes, const NetworkCost& network);
 
 // The one-host form; never picks hierarchical.
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link);

@@ -1,0 +1,74 @@
+#include "cc/core/tuning/algorithm_chooser.h"
+
+#include <utility>
+
+namespace tfdist {
+
+AlgorithmChooser::AlgorithmChooser(Model model, int trials)
+    : model_(std::move(model)), trials_(trials < 0 ? 0 : trials) {}
+
+int AlgorithmChooser::SizeClass(size_t bytes) {
+  int c = 0;
+  while (bytes > 1) {
+    bytes >>= 1;
+    ++c;
+  }
+  return c;
+}
+
+AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
+  Class& c = classes_[static_cast<size_t>(SizeClass(bytes))];
+  if (!c.seen) {
+    // The class's candidates are the model's for the first size seen in it;
+    // every rank sees the same first size (same collectives, same order).
+    c.seen = true;
+    c.candidates = model_(bytes);
+    if (trials_ == 0 || c.candidates.pick == c.candidates.runner_up) {
+      c.decided = true;
+      c.chosen = c.candidates.pick;
+    }
+  }
+  return c;
+}
+
+AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
+  if (c.decided) return c.chosen;
+  return c.trials_done % 2 == 0 ? c.candidates.pick : c.candidates.runner_up;
+}
+
+bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
+
+AllreduceAlgorithm AlgorithmChooser::Pick(size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return PickLocked(ClassOf(bytes));
+}
+
+bool AlgorithmChooser::Wants(size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return WantsLocked(ClassOf(bytes));
+}
+
+bool AlgorithmChooser::Decided(size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ClassOf(bytes).decided;
+}
+
+void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
+                              double agreed_seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Class& c = ClassOf(bytes);
+  if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
+  const int which = c.trials_done % 2;
+  // The fastest call of each: the first call of a size pays for fresh
+  // pages and cold caches, and a loaded machine only adds to a call.
+  if (c.trials_done < 2 || agreed_seconds < c.best_seconds[which]) {
+    c.best_seconds[which] = agreed_seconds;
+  }
+  ++c.trials_done;
+  if (c.trials_done < 2 * trials_) return;
+  c.decided = true;
+  const bool runner_up_wins = c.best_seconds[1] < (1.0 - kMargin) * c.best_seconds[0];
+  c.chosen = runner_up_wins ? c.candidates.runner_up : c.candidates.pick;
+}
+
+}  // namespace tfdist

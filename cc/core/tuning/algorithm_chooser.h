@@ -1,0 +1,89 @@
+// "auto" that corrects itself: the cost model's pick, checked against its
+// runner-up on the first calls of each size class, and the faster kept.
+//
+// The model prices the algorithms as the calibration times them (direct
+// calls, in place). Through the runtime a call can cost more than that
+// (docs/cost_model.md, "auto on the user's path"): the algorithms other than
+// the ring first copy the input into the output (COPY_INPUT), which the ring
+// does not, and an unpinned job is scheduled differently from the
+// calibration. So the first `trials` calls of a size class (bytes rounded
+// down to a power of two) alternate between the model's pick and its
+// runner-up, each call timed by its caller and the time agreed across the
+// ranks (the slowest rank's, so every rank reports the same number); then
+// the class keeps the one whose fastest call was faster, for the rest of
+// the job.
+//
+// Every rank must run the same algorithm on every call: the chooser decides
+// only from what it is told (the model's candidates and agreed seconds), in
+// the order it is told, which is the same on every rank because every rank
+// runs the same collectives in the same order. Pick() does not change the
+// state, so it may be asked any number of times per call (and from another
+// thread: tfdist.algorithm_for); only Report() moves a class on.
+#ifndef TFDIST_CORE_TUNING_ALGORITHM_CHOOSER_H_
+#define TFDIST_CORE_TUNING_ALGORITHM_CHOOSER_H_
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+
+#include "cc/core/collectives/algorithm.h"
+
+namespace tfdist {
+
+class AlgorithmChooser {
+ public:
+  // The model's best and second-best algorithm for `bytes` (the same on every
+  // rank). Equal entries mean there is nothing to compare.
+  struct Candidates {
+    AllreduceAlgorithm pick;
+    AllreduceAlgorithm runner_up;
+  };
+  using Model = std::function<Candidates(size_t bytes)>;
+
+  // `trials`: timed calls of each candidate before a class is decided; 0
+  // trusts the model (Pick is then the model's pick, Wants() always false).
+  AlgorithmChooser(Model model, int trials);
+
+  // The algorithm to run an "auto" allreduce of `bytes` with now.
+  AllreduceAlgorithm Pick(size_t bytes) const;
+  // Whether a call of `bytes` run with Pick(bytes) is a trial: the caller
+  // times it, agrees the time across ranks and Report()s it.
+  bool Wants(size_t bytes) const;
+  // One trial's seconds, agreed across ranks (every rank passes the same
+  // number), for a call of `bytes` that ran `algorithm`. Ignored unless it
+  // is the trial the class waits for.
+  void Report(size_t bytes, AllreduceAlgorithm algorithm, double agreed_seconds);
+  // Whether the class of `bytes` has made its choice (for the tests and the
+  // debug log).
+  bool Decided(size_t bytes) const;
+
+  // The size class of `bytes`: floor(log2(bytes)), 0 for 0 and 1.
+  static int SizeClass(size_t bytes);
+
+  // A trial is won only by this margin: near-ties keep the model's pick.
+  static constexpr double kMargin = 0.03;
+
+ private:
+  struct Class {
+    bool seen = false;
+    Candidates candidates{};
+    int trials_done = 0;  // calls reported; candidate = trials_done % 2
+    double best_seconds[2] = {0.0, 0.0};
+    bool decided = false;
+    AllreduceAlgorithm chosen{};
+  };
+  // The class's state, seeded with the model's candidates on first use.
+  Class& ClassOf(size_t bytes) const;
+  AllreduceAlgorithm PickLocked(const Class& c) const;
+  bool WantsLocked(const Class& c) const;
+
+  Model model_;
+  int trials_;
+  mutable std::mutex mutex_;
+  mutable std::array<Class, 65> classes_;
+};
+
+}  // namespace tfdist
+
+#endif  // TFDIST_CORE_TUNING_ALGORITHM_CHOOSER_H_

@@ -1,0 +1,146 @@
+// AlgorithmChooser: trials alternate between the model's pick and its
+// runner-up, the faster (by a margin) is kept per size class, and what it
+// decides depends only on what it was told, so ranks told alike pick alike.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cc/core/tuning/algorithm_chooser.h"
+#include "cc/core/tuning/cost_model.h"
+#include "cc/tests/test_harness.h"
+
+namespace tfdist_test {
+namespace {
+
+using tfdist::AlgorithmChooser;
+using tfdist::AllreduceAlgorithm;
+
+constexpr AllreduceAlgorithm kRabe = AllreduceAlgorithm::kRabenseifner;
+constexpr AllreduceAlgorithm kRing = AllreduceAlgorithm::kRing;
+
+// The model of issue 25 at P = 2: Rabenseifner first, the ring second.
+AlgorithmChooser::Candidates RabenseifnerThenRing(size_t) { return {kRabe, kRing}; }
+
+// Runs one call of `bytes` as a rank would: asks, and reports `seconds` of
+// whatever it ran when the call is a trial. Returns what it ran.
+AllreduceAlgorithm Call(AlgorithmChooser& chooser, size_t bytes, double rabe_seconds,
+                        double ring_seconds) {
+  const AllreduceAlgorithm ran = chooser.Pick(bytes);
+  if (chooser.Wants(bytes)) {
+    chooser.Report(bytes, ran, ran == kRabe ? rabe_seconds : ring_seconds);
+  }
+  return ran;
+}
+
+}  // namespace
+
+TFDIST_TEST(AlgorithmChooserKeepsTheFasterOfPickAndRunnerUp) {
+  AlgorithmChooser chooser(RabenseifnerThenRing, 2);
+  const size_t mib = 1 << 20;
+  // Trials alternate pick, runner-up, pick, runner-up.
+  std::vector<AllreduceAlgorithm> ran;
+  for (int i = 0; i < 4; ++i) ran.push_back(Call(chooser, mib, 310e-6, 205e-6));
+  CHECK(ran == (std::vector<AllreduceAlgorithm>{kRabe, kRing, kRabe, kRing}));
+  CHECK(chooser.Decided(mib));
+  CHECK(!chooser.Wants(mib));
+  // The ring was faster: the class keeps it, for every size in the class.
+  for (int i = 0; i < 3; ++i) CHECK(Call(chooser, mib, 1e-9, 1.0) == kRing);
+  CHECK(chooser.Pick(mib + 12345) == kRing);
+  // Another class starts its own trials with the model's pick.
+  CHECK(!chooser.Decided(4 * mib));
+  CHECK(chooser.Pick(4 * mib) == kRabe);
+}
+
+TFDIST_TEST(AlgorithmChooserKeepsThePickInANearTieOrWhenItWins) {
+  AlgorithmChooser tie(RabenseifnerThenRing, 2);
+  // The runner-up 2% faster: within the margin, the model's pick stays.
+  for (int i = 0; i < 4; ++i) Call(tie, 4096, 100e-6, 98e-6);
+  CHECK(tie.Decided(4096));
+  CHECK(tie.Pick(4096) == kRabe);
+  AlgorithmChooser wins(RabenseifnerThenRing, 3);
+  for (int i = 0; i < 6; ++i) Call(wins, 4096, 50e-6, 80e-6);
+  CHECK(wins.Pick(4096) == kRabe);
+}
+
+TFDIST_TEST(AlgorithmChooserComparesTheFastestCallOfEach) {
+  // The first call of each pays for cold pages; a slow outlier must not
+  // decide. Pick: 900, 100 µs (best 100); runner-up: 120, 130 (best 120).
+  AlgorithmChooser chooser(RabenseifnerThenRing, 2);
+  const double seconds[] = {900e-6, 120e-6, 100e-6, 130e-6};
+  for (double s : seconds) {
+    const AllreduceAlgorithm ran = chooser.Pick(1 << 16);
+    chooser.Report(1 << 16, ran, s);
+  }
+  CHECK(chooser.Pick(1 << 16) == kRabe);
+}
+
+TFDIST_TEST(AlgorithmChooserIgnoresReportsOfOtherAlgorithms) {
+  // A report for an algorithm that was not the trial's (a forced call of the
+  // same size, say) must not count as a trial.
+  AlgorithmChooser chooser(RabenseifnerThenRing, 1);
+  chooser.Report(4096, kRing, 1e-9);
+  CHECK(chooser.Pick(4096) == kRabe);
+  CHECK(!chooser.Decided(4096));
+}
+
+TFDIST_TEST(AlgorithmChooserWithoutTrialsIsTheModel) {
+  AlgorithmChooser chooser(RabenseifnerThenRing, 0);
+  CHECK(chooser.Decided(1 << 20));
+  CHECK(!chooser.Wants(1 << 20));
+  CHECK(chooser.Pick(1 << 20) == kRabe);
+  // One candidate only: nothing to compare either.
+  AlgorithmChooser single([](size_t) { return AlgorithmChooser::Candidates{kRing, kRing}; }, 2);
+  CHECK(!single.Wants(100));
+  CHECK(single.Pick(100) == kRing);
+}
+
+TFDIST_TEST(AlgorithmChooserRanksToldAlikeChooseAlike) {
+  // Two ranks measure different local times, but report the agreed (max)
+  // time: they run the same algorithm on every call.
+  AlgorithmChooser a(RabenseifnerThenRing, 2), b(RabenseifnerThenRing, 2);
+  const double local_a[] = {300e-6, 200e-6, 310e-6, 190e-6, 5e-6, 5e-6};
+  const double local_b[] = {320e-6, 150e-6, 280e-6, 260e-6, 9e-6, 9e-6};
+  for (int i = 0; i < 6; ++i) {
+    const AllreduceAlgorithm ran_a = a.Pick(1 << 20), ran_b = b.Pick(1 << 20);
+    CHECK(ran_a == ran_b);
+    const double agreed = std::max(local_a[i], local_b[i]);
+    if (a.Wants(1 << 20)) a.Report(1 << 20, ran_a, agreed);
+    if (b.Wants(1 << 20)) b.Report(1 << 20, ran_b, agreed);
+  }
+  CHECK(a.Pick(1 << 20) == b.Pick(1 << 20));
+  CHECK(a.Pick(1 << 20) == kRing);  // 200 (agreed) against 310
+}
+
+TFDIST_TEST(AlgorithmChooserSizeClassesArePowersOfTwo) {
+  CHECK(AlgorithmChooser::SizeClass(0) == 0);
+  CHECK(AlgorithmChooser::SizeClass(1) == 0);
+  CHECK(AlgorithmChooser::SizeClass(4) == 2);
+  CHECK(AlgorithmChooser::SizeClass(7) == 2);
+  CHECK(AlgorithmChooser::SizeClass(1 << 20) == 20);
+  CHECK(AlgorithmChooser::SizeClass((1 << 21) - 1) == 20);
+  CHECK(AlgorithmChooser::SizeClass(~size_t{0}) == 63);
+}
+
+TFDIST_TEST(TwoFastestAllreduceIsThePickAndTheNextByPrediction) {
+  const tfdist::LinkCost link = {2e-6, 1e-10};
+  for (int size : {2, 3, 4, 8}) {
+    for (size_t bytes : {size_t{4}, size_t{1} << 16, size_t{1} << 24}) {
+      const tfdist::NetworkCost network = tfdist::UniformNetwork(link);
+      const tfdist::HostLayout layout(size);
+      const auto two = tfdist::TwoFastestAllreduce(layout, bytes, network);
+      CHECK(two.first == tfdist::ChooseAllreduce(layout, bytes, network));
+      CHECK(two.first != two.second);
+      std::vector<double> others;
+      for (AllreduceAlgorithm a : {AllreduceAlgorithm::kButterfly, kRabe, kRing,
+                                   AllreduceAlgorithm::kTree}) {
+        if (a != two.first) {
+          others.push_back(tfdist::PredictAllreduceSeconds(a, layout, bytes, network));
+        }
+      }
+      CHECK(tfdist::PredictAllreduceSeconds(two.second, layout, bytes, network) ==
+            *std::min_element(others.begin(), others.end()));
+    }
+  }
+}
+
+}  // namespace tfdist_test
