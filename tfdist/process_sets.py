@@ -328,6 +328,9 @@ def init(comm: Any = None, process_sets: Optional[Sequence[ProcessSet]] = None,
                                      not hasattr(process_sets, "__iter__")):
         raise TypeError("process_sets must be a list of tfdist.ProcessSet, got "
                         f"{process_sets!r} ({type(process_sets).__name__})")
+    if comm is not None and not (hasattr(comm, "Get_size") and hasattr(comm, "Dup")):
+        raise TypeError("comm must be an mpi4py communicator (e.g. MPI.COMM_WORLD.Split(...)) "
+                        f"or None for COMM_WORLD, got {comm!r} ({type(comm).__name__})")
     if runtime.is_initialized():
         return
     runtime.init(comm, **settings)

@@ -239,6 +239,26 @@ ROWS = {
     "commit-callback-batches": ("hvd.elastic.CommitStateCallback(hvd.elastic.KerasState(model), "
                                 "batches_per_commit=0)", "ValueError",
                                 ["batches_per_commit must be an integer >= 1"]),
+    "elastic-run-not-callable": ("tfdist.elastic.run(5)", "TypeError",
+                                 ["tfdist.elastic.run decorates a function", "got 5"]),
+    "elastic-state-variable": ("tfdist.elastic.TensorFlowState(variables=[1.0])", "TypeError",
+                               ["variables[0] must be a variable", "got 1.0"]),
+    "keras-state-optimizer": ('hvd.elastic.KerasState(model, optimizer="adam")', "TypeError",
+                              ["optimizer must be a Keras optimizer instance", "'adam'"]),
+    "commit-callback-state": ('hvd.elastic.CommitStateCallback("s")', "TypeError",
+                              ["CommitStateCallback: state must be a tfdist.elastic.State"]),
+    "batch-callback-state": ("hvd.elastic.UpdateBatchStateCallback(5)", "TypeError",
+                             ["UpdateBatchStateCallback: state must be a tfdist.elastic.State"]),
+    "epoch-callback-state": ("hvd.elastic.UpdateEpochStateCallback(5)", "TypeError",
+                             ["UpdateEpochStateCallback: state must be a tfdist.elastic.State"]),
+    "epoch-callback-no-epoch": ("hvd.elastic.UpdateEpochStateCallback(hvd.elastic.KerasState("
+                                "model))", "ValueError", ["the state has no 'epoch' attribute"]),
+    "init-comm": ("tfdist.init(comm=5)", "TypeError",
+                  ["comm must be an mpi4py communicator", "got 5"]),
+    "sync-bn-momentum-type": ('hvd.SyncBatchNormalization(momentum="x")', "TypeError",
+                              ["momentum must be a number in [0, 1], got 'x'"]),
+    "sync-bn-momentum-range": ("hvd.SyncBatchNormalization(momentum=2.0)", "ValueError",
+                               ["momentum must be a number in [0, 1], got 2.0"]),
 }
 
 

@@ -26,6 +26,10 @@ def run(fn: Callable[..., Result]) -> Callable[..., Result]:
     recovery is off; a RanksChangedError then ends the job as any error does.
     """
 
+    if not callable(fn):
+        raise TypeError("tfdist.elastic.run decorates a function fn(state, ...), got "
+                        f"{fn!r} ({type(fn).__name__})")
+
     @functools.wraps(fn)
     def wrapper(state: Any, *args: Any, **kwargs: Any) -> Result:
         off = membership.elastic_off_reason()

@@ -206,6 +206,11 @@ class TensorFlowState(ObjectState):
             raise TypeError("variables must be a list of variables (e.g. model.variables), "
                             f"got {type(variables).__name__}")
         self._fixed_variables = list(variables) if variables is not None else []
+        for index, variable in enumerate(self._fixed_variables):
+            if not hasattr(variable, "assign"):
+                raise TypeError(f"variables[{index}] must be a variable (tf.Variable or a "
+                                f"Keras variable), got {variable!r} "
+                                f"({type(variable).__name__})")
         self._buffers: List[np.ndarray] = []
         super().__init__(**attrs)
 

@@ -45,7 +45,7 @@ import keras
 import tfdist.elastic as _elastic
 from tfdist import runtime
 from tfdist.checkpoint import messages, model_build
-from tfdist.elastic.state import TensorFlowState
+from tfdist.elastic.state import State, TensorFlowState
 
 _OWN = ["CommitStateCallback", "KerasState", "UpdateBatchStateCallback",
         "UpdateEpochStateCallback"]
@@ -71,6 +71,9 @@ class KerasState(TensorFlowState):
     def __init__(self, model: Any, optimizer: Any = None, **attrs: Any) -> None:
         if model is None or not hasattr(model, "variables"):
             raise TypeError(f"model must be a Keras model, got {type(model).__name__}")
+        if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise TypeError("optimizer must be a Keras optimizer instance or None (then "
+                            f"model.optimizer), got {optimizer!r} ({type(optimizer).__name__})")
         self.model = model
         self._optimizer = optimizer
         super().__init__(None, **attrs)
@@ -139,11 +142,23 @@ def _unwrapped(function: Any) -> Any:
     return getattr(function, "_tfdist_skipping", function)
 
 
+def _check_state(state: Any, callback: str, needs: Optional[str] = None) -> None:
+    """Refuses anything but a tfdist.elastic.State (with attribute ``needs``), naming it."""
+    if not isinstance(state, State):
+        raise TypeError(f"{callback}: state must be a tfdist.elastic.State (for fit, "
+                        f"hvd.elastic.KerasState(model, ...)), got {state!r} "
+                        f"({type(state).__name__})")
+    if needs is not None and not hasattr(state, needs):
+        raise ValueError(f"{callback}: the state has no {needs!r} attribute; create it with "
+                         f"one, e.g. KerasState(model, {needs}=0)")
+
+
 class CommitStateCallback(keras.callbacks.Callback):
     """Commits ``state`` every ``batches_per_commit`` batches and at the end of each epoch."""
 
     def __init__(self, state: Any, batches_per_commit: int = 1) -> None:
         super().__init__()
+        _check_state(state, "CommitStateCallback")
         if isinstance(batches_per_commit, bool) or not isinstance(batches_per_commit, int) \
                 or batches_per_commit < 1:
             raise ValueError(f"batches_per_commit must be an integer >= 1, got "
@@ -173,6 +188,7 @@ class UpdateBatchStateCallback(keras.callbacks.Callback):
 
     def __init__(self, state: Any) -> None:
         super().__init__()
+        _check_state(state, "UpdateBatchStateCallback")
         self.state = state
 
     def on_train_begin(self, logs: Optional[Dict[str, Any]] = None) -> None:
@@ -217,6 +233,7 @@ class UpdateEpochStateCallback(keras.callbacks.Callback):
 
     def __init__(self, state: Any) -> None:
         super().__init__()
+        _check_state(state, "UpdateEpochStateCallback", needs="epoch")
         self.state = state
         self.initial_epoch = int(state.epoch)
         self._first_keras_epoch: Optional[int] = None

@@ -18,6 +18,7 @@ single rank are the Keras layer itself: there, ``call`` hands over to
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 import keras
@@ -46,6 +47,12 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         if kwargs.get("synchronized"):
             raise ValueError("SyncBatchNormalization synchronizes over tfdist's ranks; "
                              "synchronized=True (tf.distribute's) is not accepted")
+        # Keras' own message for these names neither the argument nor the range.
+        momentum = kwargs.get("momentum", args[1] if len(args) > 1 else 0.99)
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real):
+            raise TypeError(f"momentum must be a number in [0, 1], got {momentum!r}")
+        if not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"momentum must be a number in [0, 1], got {momentum!r}")
         if kwargs.get("renorm"):
             raise ValueError("SyncBatchNormalization does not support renorm=True; "
                              "use renorm=False")
