@@ -17,7 +17,6 @@
 #include <memory>
 #include <vector>
 
-#include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/transport/host_layout.h"
 #include "cc/core/tuning/hierarchical_planner.h"
@@ -39,8 +38,6 @@ class HostLinks {
  public:
   tfdist::Status Open(MPI_Comm comm, const int* host_of_rank, double bytes_per_second,
                       double latency_s) {
-    static const bool waiting_matched = (tfdist_bench::MatchRuntimeWaiting(comm), true);
-    (void)waiting_matched;
     TFDIST_RETURN_IF_ERROR(tfdist::MpiTransport::Create(comm, &mpi_));
     hosts_.assign(host_of_rank, host_of_rank + mpi_->size());
     if (bytes_per_second > 0) {

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <memory>
 
-#include "benchmarks/native/runtime_waiting.h"
 #include "cc/core/collectives/allreduce.h"
 #include "cc/mpi/mpi_allreduce.h"
 #include "cc/mpi/mpi_transport.h"
@@ -33,8 +32,6 @@ __attribute__((visibility("default"))) int tfdist_engine_allreduce_seconds(
     return static_cast<int>(s.code());
   };
   const MPI_Comm comm = reinterpret_cast<MPI_Comm>(comm_handle);
-  static const bool waiting_matched = (tfdist_bench::MatchRuntimeWaiting(comm), true);
-  (void)waiting_matched;
   std::unique_ptr<tfdist::MpiTransport> transport;
   tfdist::Status status = tfdist::MpiTransport::Create(comm, &transport);
   if (!status.ok()) return fail(status);
