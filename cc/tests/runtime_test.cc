@@ -51,7 +51,11 @@ class Cluster {
     for (int r = 0; r < size; ++r) {
       planes_.push_back(std::make_unique<tfdist::TransportControlPlane>(
           fabric_.transport(r), [this](const std::string& reason) {
-            aborted_with_ = reason;
+            {
+              // Several ranks may abort at once (a stall every rank sees).
+              std::lock_guard<std::mutex> lock(left_mutex_);
+              aborted_with_ = reason;
+            }
             fabric_.Abort(reason);
           }));
       reports_.push_back(std::tmpfile());
@@ -91,9 +95,11 @@ class Cluster {
     if (length > 0 && std::fread(&text[0], 1, text.size(), f) != text.size()) text.clear();
     return text;
   }
-  // Set by a control plane's Abort (written by a round thread, read after
-  // the runtimes stopped).
-  const std::string& aborted_with() const { return aborted_with_; }
+  // Set by a control plane's Abort (written by any rank's round thread).
+  std::string aborted_with() {
+    std::lock_guard<std::mutex> lock(left_mutex_);
+    return aborted_with_;
+  }
   // Why rank r was evicted (its leave action's argument), or "".
   std::string left(int r) {
     std::lock_guard<std::mutex> lock(left_mutex_);
