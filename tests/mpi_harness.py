@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tfdistrun import find_mpirun
+from tfdistrun import _stop as stop_job, find_mpirun
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -105,18 +104,9 @@ def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240
 
 
 def end_process_group(process: "subprocess.Popen[str]") -> str:
-    """Ends a job that ran past its timeout, ranks included (SIGTERM, then SIGKILL), and
-    returns what it had printed."""
-    for signal_number, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, signal_number)
-        except ProcessLookupError:
-            break
-        try:
-            output, _ = process.communicate(timeout=grace)
-            return output or ""
-        except subprocess.TimeoutExpired:
-            continue
+    """Ends a job that ran past its timeout, ranks included (tfdistrun's own stop: SIGTERM
+    to the group, then SIGKILL), and returns what it had printed."""
+    stop_job(process)
     output, _ = process.communicate()
     return output or ""
 
