@@ -210,3 +210,18 @@ class LaunchInfo:
                    max_np=optional("TFDIST_MAX_NP", "int"),
                    host_discovery_script=environ.get("TFDIST_HOST_DISCOVERY_SCRIPT", ""),
                    elastic_replacement=bool(optional("TFDIST_ELASTIC_REPLACEMENT", "bool")))
+
+    def elastic_off_reason(self, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+        """Why elastic recovery is off in this job, or None when it is on."""
+        if not self.elastic:
+            return "the job was not started with tfdistrun --elastic"
+        if not ulfm_enabled(environ):
+            return ("MPI's fault tolerance (ULFM) is off: the job was not started with "
+                    "mpirun --with-ft ulfm (tfdistrun --elastic adds it), or this MPI lacks it")
+        return None
+
+
+def ulfm_enabled(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether MPI runs with its fault tolerance on (``mpirun --with-ft ulfm``)."""
+    environ = os.environ if environ is None else environ
+    return environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true", "yes")

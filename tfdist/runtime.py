@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from tfdist import _arguments, _communicator, _library
-from tfdist.config import RuntimeSettings
+from tfdist.config import LaunchInfo, RuntimeSettings
 
 
 class NotInitializedError(RuntimeError):
@@ -37,8 +37,8 @@ def init(comm: Any = None, **settings: Any) -> None:
     if config.stall_eviction is None:
         # Unset: stuck ranks are evicted exactly when elastic recovery can
         # carry on without them (docs/elastic.md).
-        from tfdist.elastic.membership import elastic_off_reason
-        config = dataclasses.replace(config, stall_eviction=elastic_off_reason() is None)
+        elastic_on = LaunchInfo.from_environment().elastic_off_reason() is None
+        config = dataclasses.replace(config, stall_eviction=elastic_on)
     from mpi4py import MPI  # initializes MPI (THREAD_MULTIPLE) if nobody has
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from tfdist import _communicator, process_sets
+from tfdist import _communicator, config, process_sets
 from tfdist.config import LaunchInfo
 from tfdist.elastic.errors import ElasticJobError
 
@@ -37,18 +37,12 @@ _current = _Recovery()
 
 def ulfm_enabled() -> bool:
     """Whether MPI runs with its fault tolerance on (``mpirun --with-ft ulfm``)."""
-    return os.environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true", "yes")
+    return config.ulfm_enabled()
 
 
 def elastic_off_reason(info: Optional[LaunchInfo] = None) -> Optional[str]:
     """Why elastic recovery is off in this job, or None when it is on."""
-    info = info or LaunchInfo.from_environment()
-    if not info.elastic:
-        return "the job was not started with tfdistrun --elastic"
-    if not ulfm_enabled():
-        return ("MPI's fault tolerance (ULFM) is off: the job was not started with "
-                "mpirun --with-ft ulfm (tfdistrun --elastic adds it), or this MPI lacks it")
-    return None
+    return (info or LaunchInfo.from_environment()).elastic_off_reason()
 
 
 def current_communicator() -> Any:
