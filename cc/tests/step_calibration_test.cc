@@ -105,15 +105,18 @@ TFDIST_TEST(StepCostsSeeTheEmulatedLink) {
   const tfdist::NetworkCost& cost = measured[0];
   // Never faster than emulated: that bound is exact. The upper bound only
   // catches a link priced grossly wrong, so it leaves room for four threads
-  // sharing two loaded cores, and more where sanitizers slow every copy.
-  const double slack = kUnderThreadSanitizer ? 10.0 : kUnderAddressSanitizer ? 4.0 : 2.0;
+  // sharing two loaded cores. Sanitizers slow every copy by a factor that
+  // depends on the load (TSan measured 11x on a busy machine), so under them
+  // the upper bound would test the machine, not the model: the plain build
+  // keeps it.
+  const bool sanitized = kUnderThreadSanitizer || kUnderAddressSanitizer;
   for (StepKind kind : {StepKind::kHop, StepKind::kExchange, StepKind::kRing}) {
     const tfdist::CostCurve& curve = cost.inter.of(kind);
     const double latency = curve.At(8);
     const double per_byte = (curve.At(262144) - curve.At(65536)) / (262144 - 65536);
-    CHECK_EQ_MSG(latency >= 90e-6 && latency < 1e-3 * slack, true,
+    CHECK_EQ_MSG(latency >= 90e-6 && (sanitized || latency < 2e-3), true,
                  tfdist::StepKindName(static_cast<int>(kind)) << " latency " << latency);
-    CHECK_EQ_MSG(per_byte >= 7e-9 && per_byte < 1e-8 * slack, true,
+    CHECK_EQ_MSG(per_byte >= 7e-9 && (sanitized || per_byte < 2e-8), true,
                  tfdist::StepKindName(static_cast<int>(kind)) << " seconds/byte " << per_byte);
     CHECK(cost.intra.of(kind).At(8) < latency);
   }
