@@ -1,4 +1,5 @@
-// The reduce half of tree allreduce.
+// The reduce half of tree allreduce, shared with the control plane's AND
+// allreduce (control/transport_control_plane.cc).
 //
 // In round k (k = 0, 1, ...), a rank whose lowest set bit is 2^k sends its
 // partial result to rank - 2^k and is done; a rank with bit k clear receives
@@ -16,7 +17,7 @@
 namespace tfdist {
 
 // `incoming` holds `bytes` bytes. A template, so that the reduction inlines
-// into the loop.
+// into the loop as it did before the two callers shared it.
 template <typename Combine>
 Status BinomialReduceToRankZero(Transport& transport, void* buffer, void* incoming,
                                 size_t bytes, int tag, Combine&& combine) {
