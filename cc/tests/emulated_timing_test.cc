@@ -200,9 +200,10 @@ TFDIST_TEST(EmulatedLinkIsNeverFasterThanItsModelAndLeaksNoTime) {
   // The wall clock against the modelled clock, on the tree's back-to-back
   // calls at L = 2 ms (41 L in the model). Every sleep ends at or after the
   // modelled moment, so the wall clock can never show less; the upper bound
-  // only catches time that leaks per message (a wake-up that waited for a
-  // full idle tick, a receive that slept twice): 2 s over 100 messages, far
-  // beyond any scheduling delay, and no claim about speed.
+  // only catches time that leaks per call (a wait for a timer of its own, a
+  // receive that slept for someone else's sleep many times over): a quarter
+  // of a second per call, far beyond the scheduling delays of a loaded
+  // machine, and no claim about speed.
   const EmulatedLink link{kFast, 2e-3};
   constexpr int kCalls = 20;
   const auto start = Clock::now();
@@ -210,7 +211,7 @@ TFDIST_TEST(EmulatedLinkIsNeverFasterThanItsModelAndLeaksNoTime) {
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   CHECK_EQ_MSG(wall >= Latest(modelled), true,
                "wall " << wall << " s, model " << Latest(modelled) << " s");
-  CHECK_EQ_MSG(wall < Latest(modelled) + 2.0, true,
+  CHECK_EQ_MSG(wall < Latest(modelled) + 0.25 * kCalls, true,
                "wall " << wall << " s, model " << Latest(modelled) << " s");
 }
 
