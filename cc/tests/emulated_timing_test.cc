@@ -5,7 +5,7 @@
 // advance. Those checks are exact and independent of the machine's load:
 // the clock is a function of who sends what to whom. One wall-clock check
 // holds the emulation to "never faster than its model" and, with a bound
-// loose enough for any loaded machine, to no time leaking per message (it
+// loose enough for any loaded machine, to no time leaking per call (it
 // asserts no speed).
 //
 // Every rank is on its own host (every message crosses), and the bandwidth
