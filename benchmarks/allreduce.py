@@ -16,6 +16,15 @@ up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed.
         mpirun -np 4 --oversubscribe --bind-to none python -m benchmarks.allreduce \
         --auto-vs-forced --json docs/results/auto-vs-forced-2x2-10g.json
 
+Across emulated hosts the summary adds hierarchical's time over the ring's; with
+an emulated latency, what the tree costs beyond the butterfly in latencies L
+(issue 25, section 5: docs/algorithms.md, "Sequential messages over an emulated
+link"). The two-host, two-rank job at L = 1 ms measures the latter:
+
+    TFDIST_VIRTUAL_HOSTS=2 TFDIST_EMULATED_BANDWIDTH=1.25e9 TFDIST_EMULATED_LATENCY=1e-3 \
+        mpirun -np 2 --bind-to none python -m benchmarks.allreduce --auto-vs-forced \
+        --max-bytes 4 --json docs/results/sequential-messages-np2-1ms.json
+
 For every size it measures, in this order and with the same iteration count
 on every rank: MPI_Allreduce through mpi4py (the reference), each engine
 algorithm called directly (no TensorFlow, no runtime), and ``tfdist.allreduce``
@@ -181,10 +190,27 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         row["auto_vs_best_forced"] = row["auto_us"] / row[f"{best}_us"]
         row["auto_vs_mpi"] = row["auto_us"] / row["mpi_us"]
         row["load_average"] = os.getloadavg()[0]
+        row.update(_link_ratios(row, forced))
         rows.append(row)
         if comm.rank == 0:
             print(_format_auto_row(row, forced), flush=True)
     return rows
+
+
+def _link_ratios(row: Dict[str, Any], forced: List[str]) -> Dict[str, float]:
+    """The two figures of issue 25, section 5, where the job can show them:
+    hierarchical's time over the flat ring's (several hosts), and what the
+    tree costs beyond the butterfly in emulated link latencies L (emulated
+    links with a latency)."""
+    import tfdist
+    ratios: Dict[str, float] = {}
+    if "hierarchical" in forced:
+        ratios["hierarchical_vs_ring"] = row["hierarchical_us"] / row["ring_us"]
+    settings = tfdist.RuntimeSettings.from_environment()
+    if settings.emulated_bandwidth and settings.emulated_latency:
+        ratios["tree_minus_butterfly_in_latencies"] = (
+            (row["tree_us"] - row["butterfly_us"]) * 1e-6 / settings.emulated_latency)
+    return ratios
 
 
 def _auto_header(forced: List[str]) -> str:
@@ -210,8 +236,14 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
             f"median over {rows[0]['rounds'] if rows else 0} interleaved rounds of the slowest "
             f"rank's mean per call. auto within 5% of the best forced algorithm at "
             f"{within} of {len(rows)} sizes. Load: the 1-minute load average after each size.")
-    return "\n".join([head, "", _auto_header(forced)]
-                     + [_format_auto_row(row, forced) for row in rows])
+    lines = [head, "", _auto_header(forced)] + [_format_auto_row(row, forced) for row in rows]
+    for key, what in (("hierarchical_vs_ring", "hierarchical / ring"),
+                      ("tree_minus_butterfly_in_latencies",
+                       "(tree - butterfly) in emulated latencies L")):
+        cells = [f"{_human(r['bytes'])} {r[key]:.2f}" for r in rows if key in r]
+        if cells:
+            lines += ["", f"{what}: " + ", ".join(cells)]
+    return "\n".join(lines)
 
 
 def _human(nbytes: int) -> str:

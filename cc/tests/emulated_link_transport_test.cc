@@ -236,7 +236,7 @@ TFDIST_TEST(EmulatedLinkDatesAnExchangeAtTheCall) {
   // Rank 0 exchanges with rank 1 on another host over a transport that is
   // slow to post receives; its outgoing message must still leave when the
   // exchange was called, not after its receive was posted. Rank 1 reads the
-  // arrival time off the message's header (the emulator's first 8 bytes on
+  // arrival time off the message's header (the emulator's EmulatedHeader on
   // the tag) from the transport underneath.
   const EmulatedLink link{kGigabit, 100e-6};
   const size_t bytes = 4096;
@@ -251,11 +251,12 @@ TFDIST_TEST(EmulatedLinkDatesAnExchangeAtTheCall) {
       called_ticks = Clock::now().time_since_epoch().count();
       return transport.SendRecv(1, out.data(), bytes, 1, in.data(), bytes, 1);
     }
-    int64_t header = 0;
+    tfdist::EmulatedHeader header;
     TFDIST_RETURN_IF_ERROR(inner.Recv(0, &header, sizeof header, 1));
     TFDIST_RETURN_IF_ERROR(inner.Recv(0, in.data(), bytes, 1));
-    arrival_after_call = std::chrono::duration<double>(
-                             Clock::duration(header - called_ticks.load())).count();
+    arrival_after_call =
+        std::chrono::duration<double>(Clock::duration(header.arrival_ticks - called_ticks.load()))
+            .count();
     EmulatedLinkTransport transport(inner, {0, 1}, link);
     return transport.Send(0, out.data(), bytes, 1);
   });

@@ -4,9 +4,15 @@
 // < P and larger; every reducible dtype and op on a representative set of
 // layouts, rendezvous sends on all of them. The pipeline in forced segment
 // counts (more segments than elements too), in place and reading a separate
-// input, which must be left untouched. Also the subgroup view it is built
-// on, and its refusal of hosts of unequal size.
+// input, which must be left untouched; that the pipeline overlaps (a
+// segment's cross-host phase can finish only once the next segment's
+// reduce-scatter has run). Also the subgroup view it is built on, and its
+// refusal of hosts of unequal size.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -183,6 +189,120 @@ TFDIST_TEST(HierarchicalAllreducePipelinedSegments) {
                         InProcessSendMode::kBuffered, 4, true);
       CheckHierarchical(HostLayout::Consecutive(6, 3), 37, dtype, op,
                         InProcessSendMode::kRendezvous, 3, false);
+    }
+  }
+}
+
+namespace {
+
+// Holds every cross-host receive of a rank until that rank has finished
+// `intra_needed` receives within its host. Run in order, the phases of
+// segment 0 (reduce-scatter, cross-host, allgather) wait for the
+// reduce-scatter of segment 1, which comes after them: a deadlock that the
+// hold's deadline turns into an error. Pipelined, segment 1's
+// reduce-scatter runs while segment 0 crosses hosts.
+class HoldCrossHost : public Transport {
+ public:
+  HoldCrossHost(Transport& inner, const HostLayout& layout, int intra_needed)
+      : inner_(inner), layout_(layout), intra_needed_(intra_needed) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  bool AllowsConcurrentCalls() const override { return inner_.AllowsConcurrentCalls(); }
+  std::unique_ptr<tfdist::PendingOp> StartSend(int peer, const void* data, size_t bytes,
+                                               int tag) override {
+    return inner_.StartSend(peer, data, bytes, tag);
+  }
+  std::unique_ptr<tfdist::PendingOp> StartRecv(int peer, void* data, size_t bytes,
+                                               int tag) override {
+    return std::make_unique<Op>(*this, inner_.StartRecv(peer, data, bytes, tag),
+                                !layout_.same_host(rank(), peer));
+  }
+
+ private:
+  class Op : public tfdist::PendingOp {
+   public:
+    Op(HoldCrossHost& owner, std::unique_ptr<tfdist::PendingOp> inner, bool cross)
+        : owner_(owner), inner_(std::move(inner)), cross_(cross) {}
+    ~Op() override { Wait(); }
+    Status Wait() override {
+      if (done_) return status_;
+      done_ = true;
+      if (cross_) {
+        std::unique_lock<std::mutex> lock(owner_.mutex_);
+        if (!owner_.intra_done_cv_.wait_for(lock, std::chrono::seconds(5), [&] {
+              return owner_.intra_done_ >= owner_.intra_needed_;
+            })) {
+          lock.unlock();
+          inner_->Wait();  // the buffer must not outlive its receive
+          status_ = Status::Internal("a cross-host receive waited for the next segment's "
+                                     "reduce-scatter, which never came: no overlap");
+          return status_;
+        }
+      }
+      status_ = inner_->Wait();
+      if (!cross_) {
+        std::lock_guard<std::mutex> lock(owner_.mutex_);
+        ++owner_.intra_done_;
+        owner_.intra_done_cv_.notify_all();
+      }
+      return status_;
+    }
+
+   private:
+    HoldCrossHost& owner_;
+    std::unique_ptr<tfdist::PendingOp> inner_;
+    const bool cross_;
+    bool done_ = false;
+    Status status_;
+  };
+
+  Transport& inner_;
+  const HostLayout& layout_;
+  const int intra_needed_;
+  std::mutex mutex_;
+  std::condition_variable intra_done_cv_;
+  int intra_done_ = 0;  // guarded by mutex_
+};
+
+}  // namespace
+
+TFDIST_TEST(HierarchicalAllreduceOverlapsCrossHostWithTheNextSegment) {
+  // Shapes (H hosts of k), segment counts from 2 to many, counts that the
+  // segments and shards do not divide; every segment fits in one ring
+  // message, so a segment's reduce-scatter is k - 1 receives per rank and
+  // the first cross-host receive may complete after 2 (k - 1) of them.
+  const std::vector<HostLayout> layouts = {
+      HostLayout::Consecutive(4, 2), HostLayout::Consecutive(8, 4),
+      HostLayout::Consecutive(8, 2), HostLayout::Consecutive(6, 2),
+      HostLayout::Consecutive(6, 3), HostLayout::FromHostLabels({0, 1, 0, 1, 0, 1})};
+  for (const HostLayout& layout : layouts) {
+    const int size = layout.size();
+    const int intra_needed = 2 * (layout.ranks_per_host() - 1);
+    for (size_t count : {size_t{1001}, size_t{4099}}) {
+      for (int segments : {2, 3, 7, 16}) {
+        std::vector<Bytes> buffers;
+        for (int rank = 0; rank < size; ++rank) {
+          buffers.push_back(MakeRankInput(DataType::kFloat32, ReduceOp::kSum, rank, size, count));
+        }
+        const Bytes expected = SequentialReduce(buffers, count, DataType::kFloat32, ReduceOp::kSum);
+        const std::string label = Describe(layout) + " count=" + std::to_string(count) +
+                                  " segments=" + std::to_string(segments);
+        InProcessFabric fabric(size, FabricOptions(InProcessSendMode::kRendezvous));
+        const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& inner) {
+          HoldCrossHost transport(inner, layout, intra_needed);
+          return tfdist::HierarchicalAllreduce(transport, layout, tfdist::CostModelPlanner(kNetwork),
+                                               buffers[inner.rank()].data(),
+                                               buffers[inner.rank()].data(), count,
+                                               DataType::kFloat32, ReduceOp::kSum, segments);
+        });
+        for (int rank = 0; rank < size; ++rank) {
+          CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"),
+                       label << " rank " << rank);
+          CHECK_EQ_MSG(FirstMismatch(buffers[rank], expected, 4), -1LL,
+                       label << " rank " << rank);
+        }
+        CHECK_EQ_MSG(fabric.UndeliveredMessageCount(), size_t{0}, label);
+      }
     }
   }
 }

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <utility>
 
-#include "cc/core/collectives/binomial_reduce.h"
 #include "cc/core/collectives/broadcast.h"
 #include "cc/core/transport/collective_tags.h"
 
@@ -14,13 +13,41 @@ TransportControlPlane::TransportControlPlane(Transport& transport, AbortAction a
     : transport_(transport), abort_(std::move(abort)) {}
 
 Status TransportControlPlane::AndAllreduce(uint64_t* words, size_t count, WaitKind) {
+  // Recursive doubling: every rank ANDs with a partner at distance 1, 2, 4,
+  // ..., each step one exchange, so that a round costs log2 P message
+  // latencies rather than the 2 log2 P of a reduce to rank 0 and a broadcast
+  // back (at P = 2, one crossing of the link instead of two). Beyond the
+  // largest power of two p2, rank p2 + i first hands its words to rank i and
+  // gets the answer back at the end (two more messages, one more latency:
+  // rank i's first peer sends while the words travel).
+  const int me = rank();
+  const int p = size();
+  if (p == 1 || count == 0) return Status::OK();
   const size_t bytes = count * sizeof(uint64_t);
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  if (me >= p2) {
+    TFDIST_RETURN_IF_ERROR(transport_.Send(me - p2, words, bytes, kControlReduceTag));
+    return transport_.Recv(me - p2, words, bytes, kControlResultTag);
+  }
   std::vector<uint64_t> incoming(count);
-  TFDIST_RETURN_IF_ERROR(
-      BinomialReduceToRankZero(transport_, words, incoming.data(), bytes, kControlReduceTag, [&] {
-        for (size_t i = 0; i < count; ++i) words[i] &= incoming[i];
-      }));
-  return BinomialBroadcast(transport_, words, bytes, /*root=*/0, kControlResultTag);
+  auto fold_in = [&] {
+    for (size_t i = 0; i < count; ++i) words[i] &= incoming[i];
+  };
+  if (me + p2 < p) {
+    TFDIST_RETURN_IF_ERROR(transport_.Recv(me + p2, incoming.data(), bytes, kControlReduceTag));
+    fold_in();
+  }
+  for (int distance = 1; distance < p2; distance <<= 1) {
+    const int partner = me ^ distance;
+    TFDIST_RETURN_IF_ERROR(transport_.SendRecv(partner, words, bytes, partner, incoming.data(),
+                                               bytes, kControlReduceTag));
+    fold_in();
+  }
+  if (me + p2 < p) {
+    TFDIST_RETURN_IF_ERROR(transport_.Send(me + p2, words, bytes, kControlResultTag));
+  }
+  return Status::OK();
 }
 
 Status TransportControlPlane::Allgatherv(const std::vector<uint8_t>& mine, WaitKind,

@@ -3,9 +3,10 @@
 // traffic through a Transport decorator such as an emulated link. Correct for
 // any group size; built for the small messages of negotiation (latency
 // rather than bandwidth):
-//  * AND allreduce: a binomial tree into rank 0, then a binomial broadcast
-//    (2 log2 P message latencies): tree allreduce's trees
-//    (collectives/binomial_reduce.h, broadcast.h), with an AND;
+//  * AND allreduce: recursive doubling, log2 P exchanges (plus one latency
+//    for the ranks beyond the largest power of two), as MPI_Allreduce does
+//    for a few words: one message latency at P = 2 where a reduce to rank 0
+//    and a broadcast back cost two, which an emulated link charges in full;
 //  * allgatherv: every rank's bytes to rank 0, then the sizes and the
 //    concatenation down the binomial broadcast tree;
 //  * barrier: dissemination (log2 P rounds of empty messages).

@@ -40,8 +40,9 @@ Status WaitBoth(PendingOp& header, PendingOp& payload) {
 
 class EmulatedSendOp : public PendingOp {
  public:
-  EmulatedSendOp(Clock::time_point left_nic, int64_t arrival_ticks)
-      : left_nic_(left_nic), header_(arrival_ticks) {}
+  EmulatedSendOp(EmulatedLinkTransport& owner, Clock::time_point left_nic,
+                 double modelled_left_s, EmulatedHeader header)
+      : owner_(owner), left_nic_(left_nic), modelled_left_s_(modelled_left_s), header_(header) {}
   // Posted after construction: the header must already sit at its final address.
   void Post(Transport& inner, int peer, const void* data, size_t bytes, int tag) {
     header_op_ = inner.StartSend(peer, &header_, sizeof header_, tag);
@@ -50,7 +51,10 @@ class EmulatedSendOp : public PendingOp {
   Status Wait() override {
     if (!done_) {
       status_ = WaitBoth(*header_op_, *payload_op_);
-      if (status_.ok()) SleepUntil(left_nic_);
+      if (status_.ok()) {
+        SleepUntil(left_nic_);
+        owner_.AdvanceModelledTo(modelled_left_s_);
+      }
       done_ = true;
     }
     return status_;
@@ -58,8 +62,10 @@ class EmulatedSendOp : public PendingOp {
   ~EmulatedSendOp() override { Wait(); }
 
  private:
+  EmulatedLinkTransport& owner_;
   const Clock::time_point left_nic_;
-  int64_t header_;
+  const double modelled_left_s_;
+  EmulatedHeader header_;
   std::unique_ptr<PendingOp> header_op_;
   std::unique_ptr<PendingOp> payload_op_;
   bool done_ = false;
@@ -68,6 +74,7 @@ class EmulatedSendOp : public PendingOp {
 
 class EmulatedRecvOp : public PendingOp {
  public:
+  explicit EmulatedRecvOp(EmulatedLinkTransport& owner) : owner_(owner) {}
   void Post(Transport& inner, int peer, void* data, size_t bytes, int tag) {
     header_op_ = inner.StartRecv(peer, &header_, sizeof header_, tag);
     payload_op_ = inner.StartRecv(peer, data, bytes, tag);
@@ -75,7 +82,10 @@ class EmulatedRecvOp : public PendingOp {
   Status Wait() override {
     if (!done_) {
       status_ = WaitBoth(*header_op_, *payload_op_);
-      if (status_.ok()) SleepUntil(Clock::time_point(Clock::duration(header_)));
+      if (status_.ok()) {
+        SleepUntil(Clock::time_point(Clock::duration(header_.arrival_ticks)));
+        owner_.AdvanceModelledTo(header_.modelled_arrival_s);
+      }
       done_ = true;
     }
     return status_;
@@ -83,7 +93,8 @@ class EmulatedRecvOp : public PendingOp {
   ~EmulatedRecvOp() override { Wait(); }
 
  private:
-  int64_t header_ = 0;
+  EmulatedLinkTransport& owner_;
+  EmulatedHeader header_;
   std::unique_ptr<PendingOp> header_op_;
   std::unique_ptr<PendingOp> payload_op_;
   bool done_ = false;
@@ -120,18 +131,34 @@ bool EmulatedLinkTransport::CrossesHosts(int peer) const {
          host_of_rank_[peer] != host_of_rank_[me];
 }
 
-Clock::time_point EmulatedLinkTransport::ReserveNic(size_t bytes) {
+EmulatedLinkTransport::Departure EmulatedLinkTransport::ReserveNic(size_t bytes) {
+  const double wire_s = static_cast<double>(bytes) / link_.bytes_per_second;
   std::lock_guard<std::mutex> lock(nic_mutex_);
   const Clock::time_point start = std::max(Clock::now(), nic_free_);
-  nic_free_ = start + Seconds(static_cast<double>(bytes) / link_.bytes_per_second);
-  return nic_free_;
+  nic_free_ = start + Seconds(wire_s);
+  modelled_nic_free_s_ = std::max(modelled_now_s_, modelled_nic_free_s_) + wire_s;
+  return Departure{nic_free_, modelled_nic_free_s_};
+}
+
+double EmulatedLinkTransport::modelled_seconds() const {
+  std::lock_guard<std::mutex> lock(nic_mutex_);
+  return modelled_now_s_;
+}
+
+void EmulatedLinkTransport::AdvanceModelledTo(double seconds) {
+  std::lock_guard<std::mutex> lock(nic_mutex_);
+  modelled_now_s_ = std::max(modelled_now_s_, seconds);
 }
 
 std::unique_ptr<PendingOp> EmulatedLinkTransport::PostSend(int peer, const void* data,
                                                            size_t bytes, int tag,
-                                                           Clock::time_point left_nic) {
-  const Clock::time_point arrival = left_nic + Seconds(link_.latency_s);
-  auto op = std::make_unique<EmulatedSendOp>(left_nic, arrival.time_since_epoch().count());
+                                                           const Departure& departure) {
+  EmulatedHeader header;
+  header.arrival_ticks =
+      (departure.left_nic + Seconds(link_.latency_s)).time_since_epoch().count();
+  header.modelled_arrival_s = departure.modelled_left_s + link_.latency_s;
+  auto op = std::make_unique<EmulatedSendOp>(*this, departure.left_nic, departure.modelled_left_s,
+                                             header);
   op->Post(inner_, peer, data, bytes, tag);
   return op;
 }
@@ -145,7 +172,7 @@ std::unique_ptr<PendingOp> EmulatedLinkTransport::StartSend(int peer, const void
 std::unique_ptr<PendingOp> EmulatedLinkTransport::StartRecv(int peer, void* data,
                                                             size_t bytes, int tag) {
   if (!CrossesHosts(peer)) return inner_.StartRecv(peer, data, bytes, tag);
-  auto op = std::make_unique<EmulatedRecvOp>();
+  auto op = std::make_unique<EmulatedRecvOp>(*this);
   op->Post(inner_, peer, data, bytes, tag);
   return op;
 }
@@ -157,9 +184,9 @@ Status EmulatedLinkTransport::SendRecv(int send_peer, const void* send_data, siz
     return Transport::SendRecv(send_peer, send_data, send_bytes, recv_peer, recv_data,
                                recv_bytes, tag);
   }
-  const Clock::time_point left_nic = ReserveNic(send_bytes);  // dated at the call
+  const Departure departure = ReserveNic(send_bytes);  // dated at the call
   auto recv = StartRecv(recv_peer, recv_data, recv_bytes, tag);
-  auto send = PostSend(send_peer, send_data, send_bytes, tag, left_nic);
+  auto send = PostSend(send_peer, send_data, send_bytes, tag, departure);
   const Status recv_status = recv->Wait();
   const Status send_status = send->Wait();
   return recv_status.ok() ? send_status : recv_status;

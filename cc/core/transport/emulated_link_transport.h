@@ -25,12 +25,30 @@
 // transport itself is slower than the model (a large message at a high
 // modelled bandwidth), the message arrives when it really arrives.
 //
+// The modelled clock: beside the wall-clock arrival, the header carries the
+// arrival in a clock that only the modelled links advance (computing, copying
+// and waking up cost nothing in it). Each instance keeps its rank's modelled
+// time, starting at 0: a message leaves at max(modelled now, modelled NIC
+// free) + bytes / bandwidth; a finished send moves the sender's modelled time
+// to that; a finished receive moves the receiver's to the arrival. It
+// follows cause and effect through the inter-host messages, so it is a pure
+// function of what the ranks send to whom: modelled_seconds() is what the
+// wall clock would show on an infinitely fast machine, deterministic, and
+// the wall clock minus it is what the emulation or the program adds (late
+// wake-ups, copies, a rank that was busy). Messages within a host carry no
+// clock (they pass untouched), so it misses causes that travel through them;
+// and one instance keeps one clock per rank, so a rank that runs two message
+// streams on two threads (hierarchical's side thread) dates each by the
+// later of the two.
+//
 // Thread-safe like the wrapped transport; the NIC state is per instance, so
-// use one instance per rank.
+// use one instance per rank. Operations it starts must be finished before it
+// is destroyed (they move its modelled clock).
 #ifndef TFDIST_CORE_TRANSPORT_EMULATED_LINK_TRANSPORT_H_
 #define TFDIST_CORE_TRANSPORT_EMULATED_LINK_TRANSPORT_H_
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,6 +60,14 @@ namespace tfdist {
 struct EmulatedLink {
   double bytes_per_second = 0.0;  // > 0
   double latency_s = 0.0;         // >= 0
+};
+
+// What an inter-host message carries ahead of its payload, on the same tag:
+// its arrival on the wall clock (steady_clock ticks) and in the modelled
+// clock (seconds).
+struct EmulatedHeader {
+  int64_t arrival_ticks = 0;
+  double modelled_arrival_s = 0.0;
 };
 
 // OK, or InvalidArgument naming TFDIST_EMULATED_BANDWIDTH or
@@ -70,22 +96,39 @@ class EmulatedLinkTransport : public Transport {
 
   const EmulatedLink& link() const { return link_; }
 
+  // This rank's modelled time in seconds (see the top): where the modelled
+  // links alone have brought it since construction, through the operations
+  // finished so far.
+  double modelled_seconds() const;
+
+  // Moves this rank's modelled time to `seconds` if that is later (what
+  // finishing an operation does); also used by the operations themselves.
+  void AdvanceModelledTo(double seconds);
+
  private:
   using Clock = std::chrono::steady_clock;
+
+  // When a message leaves this rank's NIC, on the wall clock and modelled.
+  struct Departure {
+    Clock::time_point left_nic;
+    double modelled_left_s = 0.0;
+  };
 
   bool CrossesHosts(int peer) const;
   // When a message of `bytes` posted now leaves this rank's NIC; the NIC is
   // busy until then.
-  Clock::time_point ReserveNic(size_t bytes);
-  // An inter-host send that leaves the NIC at `left_nic`.
+  Departure ReserveNic(size_t bytes);
+  // An inter-host send that leaves the NIC at `departure`.
   std::unique_ptr<PendingOp> PostSend(int peer, const void* data, size_t bytes, int tag,
-                                      Clock::time_point left_nic);
+                                      const Departure& departure);
 
   Transport& inner_;
   const std::vector<int> host_of_rank_;
   const EmulatedLink link_;
-  std::mutex nic_mutex_;
-  Clock::time_point nic_free_;  // guarded by nic_mutex_
+  mutable std::mutex nic_mutex_;
+  Clock::time_point nic_free_;      // guarded by nic_mutex_
+  double modelled_nic_free_s_ = 0;  // guarded by nic_mutex_
+  double modelled_now_s_ = 0;       // guarded by nic_mutex_
 };
 
 }  // namespace tfdist
