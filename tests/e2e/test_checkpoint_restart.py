@@ -123,11 +123,13 @@ def run_kill_trials(tmp_path, np_, phases):
 
 
 def test_kill_a_random_rank_np2_fit_and_custom_loop_resume_bit_identical(tmp_path):
-    run_kill_trials(tmp_path, 2, ["fit", "fit", "fit", "loop", "loop", "loop"])
+    # A few trials of each fault here; many belong in a soak (benchmarks/elastic_soak.py
+    # kills at random moments at length).
+    run_kill_trials(tmp_path, 2, ["fit", "loop"])
 
 
 def test_kill_a_random_rank_np3_fit_and_custom_loop_resume_bit_identical(tmp_path):
-    run_kill_trials(tmp_path, 3, ["fit", "fit", "loop", "loop"])
+    run_kill_trials(tmp_path, 3, ["fit", "loop", "loop"])
 
 
 def test_a_checkpoint_moves_between_3_and_2_ranks(tmp_path):

@@ -1,4 +1,4 @@
-"""Soak of the runtime at np = 3 and 4: thousands of random collectives from several
+"""Soak of the runtime at np = 3: thousands of random collectives from several
 threads, a different order on every rank, each checked against numpy, with
 bounded memory growth (tests/workers/runtime_soak.py)."""
 import re
@@ -8,10 +8,12 @@ import pytest
 from mpi_harness import run_workers
 
 
-# At np=3 the response cache has 8 slots for the soak's ~40 names: constant
-# eviction, with tensors waiting on evicted slots re-announced in full. Each run does
-# well over the 1,000 collectives checked below in 20 s; longer soaks are for by hand.
-@pytest.mark.parametrize("np_,seconds,cache", [(3, 20, 8), (4, 20, 1024)])
+# The response cache has 8 slots for the soak's ~40 names: constant eviction, with
+# tensors waiting on evicted slots re-announced in full, on a job size that is not a
+# power of two (the algorithms' folds). A cache that never evicts is what every other
+# job runs with. The run does well over the 1,000 collectives checked below in 20 s;
+# longer soaks and other sizes are for by hand (the worker's usage line).
+@pytest.mark.parametrize("np_,seconds,cache", [(3, 20, 8)])
 def test_soak(np_, seconds, cache):
     output = run_workers("runtime_soak.py", np_, args=[str(seconds)], timeout=seconds + 150,
                          env={"TFDIST_CACHE_CAPACITY": str(cache)})

@@ -12,18 +12,17 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
+from shared_jobs import DEFECT_RUNS as RUNS
 
 WORKER = "compression_defects_worker.py"
-# The checks each size runs, in this order: all at np=2, three at np=3.
-RUNS = {2: [], 3: ["mismatch", "stats", "zero"]}
 
 
 @pytest.fixture(scope="module")
 def defects_job():
     @functools.lru_cache(maxsize=None)
     def job(np_):
-        return run_job(WORKER, np_, args=RUNS[np_], timeout=240)
+        return shared_job(WORKER, np_)
     return job
 
 

@@ -12,11 +12,10 @@ import functools
 
 import pytest
 
-from mpi_harness import assert_check_passed, check_names, run_job
+from mpi_harness import assert_check_passed, check_names, shared_job
+from shared_jobs import SPARSE_RUNS as RUNS
 
 WORKER = "sparse_compression_worker.py"
-# The 400-step error-feedback run once (np=2); np=4 covers uneven k and more ranks.
-RUNS = {2: ["--error-feedback"], 4: []}
 
 
 def checks_run(args):
@@ -26,11 +25,10 @@ def checks_run(args):
 
 
 @pytest.fixture(scope="module")
-def sparse_job(tmp_path_factory):
+def sparse_job():
     @functools.lru_cache(maxsize=None)
     def job(np_):
-        directory = tmp_path_factory.mktemp(f"sparse-np{np_}")
-        return run_job(WORKER, np_, args=[str(directory), *RUNS[np_]], timeout=240)
+        return shared_job(WORKER, np_)
     return job
 
 
