@@ -25,24 +25,42 @@ class OneHostPlanner final : public HierarchicalPlanner {
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  return RunAllreduce(algorithm, transport, buffer, buffer, count, dtype, op);
+}
+
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport, const void* input,
+                    void* output, size_t count, DataType dtype, ReduceOp op) {
   return RunAllreduce(algorithm, transport, HostLayout(transport.size()), OneHostPlanner(),
-                      buffer, count, dtype, op);
+                      input, output, count, dtype, op);
 }
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     const HostLayout& layout, const HierarchicalPlanner& planner,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  return RunAllreduce(algorithm, transport, layout, planner, buffer, buffer, count, dtype, op);
+}
+
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    const HostLayout& layout, const HierarchicalPlanner& planner,
+                    const void* input, void* output, size_t count, DataType dtype,
+                    ReduceOp op) {
   switch (algorithm) {
     case AllreduceAlgorithm::kHierarchical:
-      return HierarchicalAllreduce(transport, layout, planner, buffer, count, dtype, op);
+      return HierarchicalAllreduce(transport, layout, planner, input, output, count, dtype,
+                                   op);
     case AllreduceAlgorithm::kTree:
-      return TreeAllreduce(transport, buffer, count, dtype, op);
+      return TreeAllreduce(transport, input, output, count, dtype, op);
     case AllreduceAlgorithm::kButterfly:
-      return ButterflyAllreduce(transport, buffer, count, dtype, op);
-    case AllreduceAlgorithm::kRing:
-      return RingAllreduce(transport, buffer, count, dtype, op);
+      return ButterflyAllreduce(transport, input, output, count, dtype, op);
+    case AllreduceAlgorithm::kRing: {
+      // One span, out of place from `input` unless it is the output itself.
+      const RingSpan span{count * DataTypeSize(dtype), static_cast<unsigned char*>(output),
+                          input == output ? nullptr
+                                          : static_cast<const unsigned char*>(input)};
+      return RingAllreduceSpans(transport, {span}, dtype, op);
+    }
     case AllreduceAlgorithm::kRabenseifner:
-      return RabenseifnerAllreduce(transport, buffer, count, dtype, op);
+      return RabenseifnerAllreduce(transport, input, output, count, dtype, op);
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kMpi:
       break;
