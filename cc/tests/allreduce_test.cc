@@ -384,6 +384,41 @@ TFDIST_TEST(RingAllreduceOverSpans) {
   }
 }
 
+// Every algorithm applies the result scale once to each completed piece:
+// exactly the sequential sum scaled as ConvertScaled scales it, in place and
+// out of place, with the power-of-two fold (P = 3, 5) and without, for a
+// scale float32 holds exactly (fused into the reduction) and one it does not.
+TFDIST_TEST(AllreduceAppliesResultScaleEveryAlgorithm) {
+  for (int size : {1, 2, 3, 4, 5, 8}) {
+    for (double scale : {1.0 / size, 1.0 / 3.0}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, LargeTestCount(100003)}) {
+        for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64,
+                               DataType::kFloat16}) {
+          for (bool in_place : {false, true}) {
+            const std::vector<Bytes> inputs = SumInputs(size, count, dtype);
+            const Bytes expected = ScaledSum(inputs, count, dtype, scale);
+            for (AllreduceAlgorithm algorithm : EveryAlgorithm()) {
+              std::vector<Bytes> kept = inputs;
+              auto run = [&](Transport& transport, void* buffer, size_t n) {
+                const void* input = in_place ? buffer : kept[transport.rank()].data();
+                const size_t bytes = n * tfdist::DataTypeSize(dtype);
+                if (!in_place && bytes > 0) std::memset(buffer, 0xAB, bytes);
+                return tfdist::RunAllreduce(algorithm, transport, input, buffer, n, dtype,
+                                            ReduceOp::kSum, scale);
+              };
+              CheckRun(Label(algorithm, size, count, dtype, ReduceOp::kSum,
+                             InProcessSendMode::kBuffered) +
+                           " scale=" + std::to_string(scale) +
+                           (in_place ? " in place" : " out of place"),
+                       run, inputs, expected, count, dtype, InProcessSendMode::kBuffered);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // With inexact floating-point inputs the algorithms may round differently
 // from the sequential reference, but all ranks must still agree bit for bit
 // (replicas of a model must not drift apart).

@@ -17,8 +17,9 @@
 namespace tfdist {
 
 // Out of place: a rank sends `input` until it first receives; its first
-// `combine(current)` must write `current` (op) `incoming` into `output`, and
-// `current` is `output` from then on, so the input is read where it lies and
+// `combine(current, last)` must write `current` (op) `incoming` into
+// `output`, and `current` is `output` from then on (`last`: the combination
+// that completes the result, rank 0's final one), so the input is read where it lies and
 // never copied into the output as a pass of its own. Ranks that never
 // receive leave `output` untouched. `input == output` is in place.
 // `incoming` holds `bytes` bytes. A template, so that the reduction inlines
@@ -33,7 +34,7 @@ Status BinomialReduceToRankZero(Transport& transport, const void* input, void* o
     if (rank & mask) return transport.Send(rank - mask, current, bytes, tag);
     if (rank + mask < size) {
       TFDIST_RETURN_IF_ERROR(transport.Recv(rank + mask, incoming, bytes, tag));
-      combine(current);
+      combine(current, (mask << 1) >= size);
       current = output;
     }
   }
@@ -45,7 +46,7 @@ template <typename Combine>
 Status BinomialReduceToRankZero(Transport& transport, void* buffer, void* incoming,
                                 size_t bytes, int tag, Combine&& combine) {
   return BinomialReduceToRankZero(transport, buffer, buffer, incoming, bytes, tag,
-                                  [&](const void*) { combine(); });
+                                  [&](const void*, bool) { combine(); });
 }
 
 }  // namespace tfdist

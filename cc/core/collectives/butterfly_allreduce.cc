@@ -19,9 +19,8 @@
 // input (op) received into the output: no separate pass copies the input.
 #include "cc/core/collectives/butterfly_allreduce.h"
 
-#include <cstring>
-
 #include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
@@ -29,11 +28,13 @@
 namespace tfdist {
 
 Status ButterflyAllreduce(Transport& transport, const void* input, void* output,
-                          size_t count, DataType dtype, ReduceOp op) {
+                          size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const size_t bytes = count * DataTypeSize(dtype);
   if (transport.size() == 1 || count == 0) {
-    if (input != output && bytes > 0) std::memcpy(output, input, bytes);
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
     return Status::OK();
   }
 
@@ -48,7 +49,10 @@ Status ButterflyAllreduce(Transport& transport, const void* input, void* output,
       const int peer = fold.RealRank(fold.virtual_rank() ^ mask);
       TFDIST_RETURN_IF_ERROR(transport.SendRecv(peer, current, bytes, peer,
                                                 incoming, bytes, kButterflyTag));
-      ReduceOutOfPlace(output, current, incoming, count, dtype, op);
+      // The last round completes the result: it applies the scale too.
+      const bool last = (mask << 1) >= fold.group_size();
+      ReduceOutOfPlace(output, current, incoming, count, dtype, op,
+                       last ? result_scale : 1.0);
       current = output;
     }
   }

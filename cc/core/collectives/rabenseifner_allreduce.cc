@@ -28,9 +28,9 @@
 #include "cc/core/collectives/rabenseifner_allreduce.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "cc/core/collectives/chunk_layout.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/numeric/reduction.h"
@@ -39,11 +39,13 @@
 namespace tfdist {
 
 Status RabenseifnerAllreduce(Transport& transport, const void* input, void* output,
-                             size_t count, DataType dtype, ReduceOp op) {
+                             size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const size_t element_size = DataTypeSize(dtype);
   if (transport.size() == 1 || count == 0) {
-    if (input != output && count > 0) std::memcpy(output, input, count * element_size);
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
     return Status::OK();
   }
 
@@ -81,8 +83,11 @@ Status RabenseifnerAllreduce(Transport& transport, const void* input, void* outp
       TFDIST_RETURN_IF_ERROR(transport.SendRecv(
           peer, current + offset_of(give_lo), bytes_of(give_lo, give_hi), peer,
           incoming, bytes_of(keep_lo, keep_hi), kRabenseifnerTag));
+      // The last round completes this rank's chunk, which it scales once
+      // before the allgather hands it on.
       ReduceOutOfPlace(data + offset_of(keep_lo), current + offset_of(keep_lo), incoming,
-                       begin_of(keep_hi) - begin_of(keep_lo), dtype, op);
+                       begin_of(keep_hi) - begin_of(keep_lo), dtype, op,
+                       distance == 1 ? result_scale : 1.0);
       current = data;
       lo = keep_lo;
       hi = keep_hi;

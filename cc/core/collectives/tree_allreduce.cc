@@ -18,10 +18,9 @@
 // touch their output until the broadcast fills it.
 #include "cc/core/collectives/tree_allreduce.h"
 
-#include <cstring>
-
 #include "cc/core/collectives/binomial_reduce.h"
 #include "cc/core/collectives/broadcast.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/collective_tags.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
@@ -29,18 +28,25 @@
 namespace tfdist {
 
 Status TreeAllreduce(Transport& transport, const void* input, void* output,
-                     size_t count, DataType dtype, ReduceOp op) {
+                     size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const size_t bytes = count * DataTypeSize(dtype);
   if (transport.size() == 1 || count == 0) {
-    if (input != output && bytes > 0) std::memcpy(output, input, bytes);
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
     return Status::OK();
   }
 
   unsigned char* incoming = ThreadScratch(bytes);
   TFDIST_RETURN_IF_ERROR(BinomialReduceToRankZero(
       transport, input, output, incoming, bytes, kTreeReduceTag,
-      [&](const void* current) { ReduceOutOfPlace(output, current, incoming, count, dtype, op); }));
+      [&](const void* current, bool last) {
+        // Rank 0's last combination completes the result: it scales it once,
+        // and the broadcast hands the same bits to everyone.
+        ReduceOutOfPlace(output, current, incoming, count, dtype, op,
+                         last ? result_scale : 1.0);
+      }));
   // Every rank but 0 receives the result into its output here, whatever it
   // held; rank 0 has received at least once (P >= 2), so its output holds it.
   return BinomialBroadcast(transport, output, bytes, /*root=*/0);

@@ -202,8 +202,10 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
 }
 
 void ReduceOutOfPlace(void* output, const void* accumulator, const void* incoming,
-                      size_t count, DataType dtype, ReduceOp op) {
-  if (output == accumulator) return ReduceInto(output, incoming, count, dtype, op);
+                      size_t count, DataType dtype, ReduceOp op, double factor) {
+  if (output == accumulator && factor == 1.0) {
+    return ReduceInto(output, incoming, count, dtype, op);
+  }
   // Small enough that the copied block is still in L1/L2 when it is reduced.
   constexpr size_t kBlockBytes = size_t{16} << 10;
   const size_t element = DataTypeSize(dtype);
@@ -214,8 +216,8 @@ void ReduceOutOfPlace(void* output, const void* accumulator, const void* incomin
   const auto* in = static_cast<const unsigned char*>(incoming);
   for (size_t done = 0; done < count; done += block) {
     const size_t n = std::min(block, count - done);
-    std::memcpy(out + done * element, acc + done * element, n * element);
-    ReduceInto(out + done * element, in + done * element, n, dtype, op);
+    if (out != acc) std::memcpy(out + done * element, acc + done * element, n * element);
+    ReduceIntoScaled(out + done * element, in + done * element, n, dtype, op, factor);
   }
 }
 

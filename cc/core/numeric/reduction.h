@@ -36,9 +36,11 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
 // copied into the output just before each is reduced there, so the memory
 // traffic is one read of each operand and one write of the output.
 // `output == accumulator` is ReduceInto; otherwise none of the three may
-// overlap. Same precondition as ReduceInto.
+// overlap. A `factor` other than 1 multiplies each result as
+// ReduceIntoScaled does (the same bits), block by block while in cache.
+// Same precondition as ReduceInto.
 void ReduceOutOfPlace(void* output, const void* accumulator, const void* incoming,
-                      size_t count, DataType dtype, ReduceOp op);
+                      size_t count, DataType dtype, ReduceOp op, double factor = 1.0);
 
 // ReduceInto, then each element of the accumulator multiplied by `factor`
 // exactly as ConvertScaled(accumulator, dtype, accumulator, dtype, count,

@@ -54,10 +54,11 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
 }
 
 Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
-                                  DataType dtype, ReduceOp op, AllreduceAlgorithm algorithm) {
+                                  DataType dtype, ReduceOp op, AllreduceAlgorithm algorithm,
+                                  double result_scale) {
   if (algorithm == AllreduceAlgorithm::kMpi) {
-    if (input != output) {
-      return Status::Internal("tfdist: the 'mpi' algorithm runs in place only");
+    if (input != output || result_scale != 1.0) {
+      return Status::Internal("tfdist: the 'mpi' algorithm runs in place and unscaled only");
     }
     if (!reference_allreduce_) {
       return Status::FailedPrecondition(
@@ -70,7 +71,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     return reference_allreduce_(output, count, dtype, op);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
-                      dtype, op);
+                      dtype, op, result_scale);
 }
 
 namespace {
@@ -396,6 +397,10 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   // and the "mpi" algorithm (MPI_Allreduce in place) still copy.
   const bool from_input = in_place && !stand_in && algorithm != AllreduceAlgorithm::kMpi &&
                           group[0]->input != buffer && PackScale(d) == 1.0;
+  // A lone tensor's postscale is applied by the algorithm as it completes
+  // each piece of the result (on every rank, a stand-in included, so that
+  // all hold the same bits), not in a pass of its own; "mpi" scales after.
+  const bool scale_inside = in_place && algorithm != AllreduceAlgorithm::kMpi;
   if (from_input) {
     // Nothing to copy in.
   } else if (in_place) {
@@ -428,10 +433,11 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
     TFDIST_RETURN_IF_ERROR(Reduce(from_input ? group[0]->input : buffer, buffer, total,
-                                  accumulation, d.op, algorithm));
+                                  accumulation, d.op, algorithm,
+                                  scale_inside ? UnpackScale(d) : 1.0));
   }
 
-  if (in_place && !stand_in && UnpackScale(d) != 1.0) {
+  if (in_place && !stand_in && !scale_inside && UnpackScale(d) != 1.0) {
     TimelineSpan span(timeline_, label, "SCALE_OUTPUT", 1, bytes);
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
   } else if (!in_place) {
