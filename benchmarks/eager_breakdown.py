@@ -25,14 +25,34 @@ own in the same job:
   and wake-up) and the same function with ``tf.identity``;
 - ``tf.identity``: TensorFlow's own eager dispatch of a trivial op, the
   small-message goal's yardstick (issue 25: 4 B eager <= 1.1x tf.identity).
+
+With ``--phases`` the job also writes a timeline (TFDIST_TIMELINE, in a
+temporary directory) and splits the ``runtime`` part (the library call) into
+the phases the runtime itself records for its tensor, with the parts' own
+statistic (median over rounds of the mean per call) so that they subtract,
+the slowest rank's: ``wait`` (WAIT_FOR_OTHER_RANKS: from
+the start of the round that announced the tensor until the round that made it
+ready ended; more than ``negotiate`` when the other rank came late and a
+further round was needed), ``negotiate`` (NEGOTIATE: the round that made it
+ready, one cached bit-vector allreduce), the ``algorithm`` (ALLREDUCE) and any
+``copy`` (COPY_INPUT, SCALE_OUTPUT, fusion copies; none for a lone tensor).
+``runtime - wait - algorithm - copy`` is the rest: the ctypes call, building
+and enqueueing the request, the calling thread polling until it may run the
+round, and completion. The timeline's own writes slow the calls a little, so
+take the totals from a run without ``--phases``:
+
+    mpirun -np 2 --bind-to none python -m benchmarks.eager_breakdown --phases \\
+        --json docs/results/eager-breakdown-phases-np2.json
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Dict, List
 
@@ -41,6 +61,7 @@ import numpy as np
 from benchmarks import _results
 
 SIZES = (4, 64 * 1024)
+WARMUP_CALLS = 3  # per part, before the timed rounds (measure)
 PARTS = ("allreduce", "runtime", "python", "negotiation_floor", "data_floor", "op_path",
          "function_allreduce", "function_identity", "identity")
 
@@ -73,6 +94,11 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
         code = entry(encoded, dtype_code, shape, source.ndim, source_address, result_address,
                      int(tfdist.Sum), 1.0, 1.0, 0, 0, error, _eager._ERROR_BYTES)
         assert code == 0, error.value
+
+    # The arrays whose addresses the call is given live as long as it does:
+    # otherwise `result` is freed when _parts returns and the runtime writes
+    # into freed memory (at 64 KiB malloc's, whose heap that corrupts).
+    runtime.keep_alive = (source, result)
 
     def python():
         # What _eager.allreduce and ops.allreduce do around the library call.
@@ -118,7 +144,7 @@ def measure(comm, rounds: int, calls: int) -> List[Dict[str, Any]]:
     for nbytes in SIZES:
         parts = _parts(comm, nbytes)
         for call in parts.values():  # warm-up: traces the functions, fills the cache
-            for _ in range(3):
+            for _ in range(WARMUP_CALLS):
                 call()
         samples: Dict[str, List[float]] = {p: [] for p in PARTS}
         for r in range(rounds):
@@ -141,6 +167,43 @@ def measure(comm, rounds: int, calls: int) -> List[Dict[str, Any]]:
     return rows
 
 
+# Timeline phases (docs/runtime.md, Timeline) summed into each --phases column.
+PHASE_COLUMNS = {"wait": ("WAIT_FOR_OTHER_RANKS",), "negotiate": ("NEGOTIATE",),
+                 "algorithm": ("ALLREDUCE",),
+                 "copy": ("COPY_INPUT", "SCALE_OUTPUT", "FUSION_COPY_IN", "FUSION_COPY_OUT")}
+
+
+def timeline_phases(path: str, rank: int, size: int, names: Dict[int, str], rounds: int,
+                    calls: int) -> Dict[int, Dict]:
+    """µs per call of each PHASE_COLUMNS column for the tensor named names[nbytes], from
+    this rank's timeline file (complete once the runtime has shut down): the same statistic
+    as the parts' (the median over the timed rounds of the mean per call), so that the
+    columns subtract from ``runtime``. The tensor's events are in call order, one of each
+    phase per call (a lone tensor has no copies: those count 0)."""
+    file = f"{path}.{rank}" if size > 1 else path
+    with open(file) as f:
+        events = json.load(f)
+    rows = {e["tid"]: e["args"]["name"] for e in events
+            if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    result = {}
+    for nbytes, name in names.items():
+        durations: Dict[str, List[float]] = {}
+        for e in sorted((e for e in events if e.get("ph") == "X" and rows.get(e["tid"]) == name),
+                        key=lambda e: e["ts"]):
+            durations.setdefault(e["name"], []).append(float(e["dur"]))
+        timed = len(durations.get("ALLREDUCE", [])) - WARMUP_CALLS
+        column: Dict[str, Any] = {"timeline_calls": max(0, timed)}
+        for key, phases in PHASE_COLUMNS.items():
+            per_round = []
+            for r in range(min(rounds, max(0, timed) // calls)):
+                begin = WARMUP_CALLS + r * calls
+                total = sum(sum(durations.get(p, [])[begin:begin + calls]) for p in phases)
+                per_round.append(total / calls)
+            column[f"{key}_us"] = statistics.median(per_round) if per_round else float("nan")
+        result[nbytes] = column
+    return result
+
+
 HEADER = ("| size | allreduce µs | runtime (C call) µs | Python µs | allreduce − runtime µs "
           "| negotiation floor µs | data floor µs | op path µs | tf.function(allreduce) µs "
           "| tf.function(identity) µs | tf.identity µs | allreduce / tf.identity | load |\n"
@@ -156,11 +219,30 @@ def _format_row(row: Dict[str, Any]) -> str:
             + f" | {row['allreduce_us'] / row['identity_us']:.2f} | {row['load_average']:.1f} |")
 
 
+PHASES_HEADER = ("| size | runtime (C call) µs | wait (announced to ready) µs | of it, negotiate µs "
+                 "| algorithm µs | copies µs | runtime − wait − algorithm − copies µs "
+                 "| timeline calls |\n|---|---|---|---|---|---|---|---|")
+
+
+def _format_phases_row(row: Dict[str, Any]) -> str:
+    size = f"{row['bytes'] // 1024} KiB" if row["bytes"] >= 1024 else f"{row['bytes']} B"
+    rest = row["runtime_us"] - row["wait_us"] - row["algorithm_us"] - row["copy_us"]
+    cells = [row["runtime_us"], row["wait_us"], row["negotiate_us"], row["algorithm_us"],
+             row["copy_us"], rest]
+    return f"| {size} | " + " | ".join(f"{c:.1f}" for c in cells) + \
+        f" | {row['timeline_calls']} |"
+
+
 def summary(document: Dict[str, Any]) -> str:
     """The parts of an eager allreduce, µs per call, at each size."""
     head = (f"np = {document['np']}; median over {document['rows'][0]['rounds']} interleaved "
             f"rounds of the slowest rank's mean per call; load = 1-minute load average")
-    return "\n".join([head, "", HEADER] + [_format_row(r) for r in document["rows"]])
+    lines = [head, "", HEADER] + [_format_row(r) for r in document["rows"]]
+    if document.get("phases"):
+        lines += ["", "Phases of the runtime call, from the timeline (median over rounds of "
+                  "the mean per call, the slowest rank's; the timeline's writes slow this run's totals a little):",
+                  "", PHASES_HEADER] + [_format_phases_row(r) for r in document["rows"]]
+    return "\n".join(lines)
 
 
 def main(argv: List[str]) -> int:
@@ -168,19 +250,38 @@ def main(argv: List[str]) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=200, help="calls per part per round")
+    parser.add_argument("--phases", action="store_true",
+                        help="also split the runtime call into the phases a timeline records")
     _results.add_arguments(parser, plot=False)
     args = parser.parse_args(argv)
     import tfdist
-    tfdist.init()
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
+    scratch = tempfile.mkdtemp(prefix="tfdist-breakdown-") if args.phases else None
+    if scratch:
+        # The same directory on every rank (rank 0's), for one timeline file per rank.
+        scratch = comm.bcast(scratch, root=0)
+        os.makedirs(scratch, exist_ok=True)
+        os.environ["TFDIST_TIMELINE"] = os.path.join(scratch, "timeline.json")
+    tfdist.init()
     if comm.rank == 0:
         print(HEADER, flush=True)
     rows = measure(comm, args.rounds, args.calls)
+    tfdist.shutdown()  # closes the timeline
+    if scratch:
+        # The tensor of the `runtime` part (_parts: the library call's own name).
+        names = {row["bytes"]: f"bench.breakdown.{row['bytes']}.c" for row in rows}
+        mine = timeline_phases(os.environ["TFDIST_TIMELINE"], comm.rank, comm.size, names,
+                               args.rounds, args.calls)
+        every = comm.gather(mine, root=0)
+        if comm.rank == 0:
+            for row in rows:
+                for key in mine[row["bytes"]]:
+                    row[key] = max(theirs[row["bytes"]][key] for theirs in every)
     if comm.rank == 0:
-        _results.publish(args, "eager_breakdown", {"np": comm.size, "rows": rows}, argv,
+        _results.publish(args, "eager_breakdown",
+                         {"np": comm.size, "rows": rows, "phases": bool(scratch)}, argv,
                          comm.size)
-    tfdist.shutdown()
     return 0
 
 

@@ -75,31 +75,64 @@ std::string Label(AllreduceAlgorithm algorithm, int size, size_t count,
          " " + SendModeName(mode);
 }
 
+// Where an allreduce reads and writes: in place (the buffer starts as the
+// input), or out of place (what the runtime does with TensorFlow's input and
+// output tensors): the output starts as garbage and the input, elsewhere,
+// must come out unchanged.
+enum class Placement { kInPlace, kOutOfPlace };
+
+// The transport algorithms and hierarchical (on one host), which every
+// placement test covers.
+const std::vector<AllreduceAlgorithm>& EveryAlgorithm() {
+  static const std::vector<AllreduceAlgorithm> algorithms = {
+      AllreduceAlgorithm::kTree, AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRing,
+      AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kHierarchical};
+  return algorithms;
+}
+
 // Checks `algorithms` on one (P, count, dtype, op), sharing the inputs.
 void CheckAllreduce(const std::vector<AllreduceAlgorithm>& algorithms, int size,
                     size_t count, DataType dtype, ReduceOp op,
-                    InProcessSendMode mode) {
+                    InProcessSendMode mode, Placement placement = Placement::kInPlace) {
   std::vector<Bytes> inputs;
   for (int rank = 0; rank < size; ++rank) {
     inputs.push_back(MakeRankInput(dtype, op, rank, size, count));
   }
   const Bytes expected = SequentialReduce(inputs, count, dtype, op);
   for (AllreduceAlgorithm algorithm : algorithms) {
-    auto run = [&](Transport& transport, void* buffer, size_t n) {
-      return tfdist::RunAllreduce(algorithm, transport, buffer, n, dtype, op);
+    if (placement == Placement::kInPlace) {
+      auto run = [&](Transport& transport, void* buffer, size_t n) {
+        return tfdist::RunAllreduce(algorithm, transport, buffer, n, dtype, op);
+      };
+      CheckRun(Label(algorithm, size, count, dtype, op, mode), run, inputs,
+               expected, count, dtype, mode);
+      continue;
+    }
+    std::vector<Bytes> kept = inputs;
+    auto run = [&](Transport& transport, void* output, size_t n) {
+      const size_t bytes = n * tfdist::DataTypeSize(dtype);
+      if (bytes > 0) std::memset(output, 0xAB, bytes);
+      return tfdist::RunAllreduce(algorithm, transport, kept[transport.rank()].data(), output,
+                                  n, dtype, op);
     };
-    CheckRun(Label(algorithm, size, count, dtype, op, mode), run, inputs,
-             expected, count, dtype, mode);
+    const std::string label = Label(algorithm, size, count, dtype, op, mode) + " out of place";
+    CheckRun(label, run, inputs, expected, count, dtype, mode);
+    for (int rank = 0; rank < size; ++rank) {
+      CHECK_EQ_MSG(FirstMismatch(kept[rank], inputs[rank], tfdist::DataTypeSize(dtype)), -1LL,
+                   label << ": input of rank " << rank << " was modified");
+    }
   }
 }
 
 void SweepSmallCounts(AllreduceAlgorithm algorithm) {
-  for (int size : SweepGroupSizes()) {
-    for (size_t count : SmallCounts(size)) {
-      for (DataType dtype : ReducibleDataTypes()) {
-        for (ReduceOp op : AllReduceOps()) {
-          CheckAllreduce({algorithm}, size, count, dtype, op,
-                         InProcessSendMode::kBuffered);
+  for (Placement placement : {Placement::kInPlace, Placement::kOutOfPlace}) {
+    for (int size : SweepGroupSizes()) {
+      for (size_t count : SmallCounts(size)) {
+        for (DataType dtype : ReducibleDataTypes()) {
+          for (ReduceOp op : AllReduceOps()) {
+            CheckAllreduce({algorithm}, size, count, dtype, op,
+                           InProcessSendMode::kBuffered, placement);
+          }
         }
       }
     }
@@ -143,16 +176,48 @@ TFDIST_TEST(AllreduceLargeCount) {
 
 // With rendezvous sends (MPI's large-message behaviour) a schedule that
 // relies on buffering deadlocks and a send buffer written too early corrupts
-// the result.
+// the result; out of place, a step that sends from the wrong one of input
+// and output sends garbage.
 TFDIST_TEST(AllreduceWithRendezvousSends) {
-  for (int size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
-    for (size_t count : {size_t{0}, size_t{1}, size_t{7},
-                         static_cast<size_t>(size + 1), size_t{1000}}) {
-      CheckAllreduce(TransportAlgorithms(), size, count, DataType::kFloat32,
-                     ReduceOp::kSum, InProcessSendMode::kRendezvous);
-      CheckAllreduce(TransportAlgorithms(), size, count, DataType::kInt8,
-                     ReduceOp::kMax, InProcessSendMode::kRendezvous);
+  for (Placement placement : {Placement::kInPlace, Placement::kOutOfPlace}) {
+    for (int size : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7},
+                           static_cast<size_t>(size + 1), size_t{1000}}) {
+        CheckAllreduce(EveryAlgorithm(), size, count, DataType::kFloat32,
+                       ReduceOp::kSum, InProcessSendMode::kRendezvous, placement);
+        CheckAllreduce(EveryAlgorithm(), size, count, DataType::kInt8,
+                       ReduceOp::kMax, InProcessSendMode::kRendezvous, placement);
+      }
     }
+  }
+}
+
+// Hierarchical (one host) in and out of place for every dtype and op; the
+// other algorithms' sweeps above run both placements already.
+TFDIST_TEST(HierarchicalAllreduceOneHostBothPlacements) {
+  for (Placement placement : {Placement::kInPlace, Placement::kOutOfPlace}) {
+    for (int size : {1, 2, 3, 4, 6}) {
+      for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(size + 1), size_t{1000}}) {
+        for (DataType dtype : ReducibleDataTypes()) {
+          for (ReduceOp op : AllReduceOps()) {
+            CheckAllreduce({AllreduceAlgorithm::kHierarchical}, size, count, dtype, op,
+                           InProcessSendMode::kBuffered, placement);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Out of place on a large vector (several ring segments, cache-sized blocks
+// of the out-of-place reduction): every algorithm, P = 2, 3, 4, 5, 8.
+TFDIST_TEST(AllreduceLargeCountOutOfPlace) {
+  constexpr size_t kLargeCount = LargeTestCount(300007);
+  for (int size : {2, 3, 4, 5, 8}) {
+    CheckAllreduce(EveryAlgorithm(), size, kLargeCount, DataType::kFloat32, ReduceOp::kSum,
+                   InProcessSendMode::kBuffered, Placement::kOutOfPlace);
+    CheckAllreduce(EveryAlgorithm(), size, kLargeCount, DataType::kFloat16, ReduceOp::kMax,
+                   InProcessSendMode::kRendezvous, Placement::kOutOfPlace);
   }
 }
 
@@ -312,6 +377,41 @@ TFDIST_TEST(RingAllreduceOverSpans) {
           for (int rank = 0; rank < size; ++rank) {
             CHECK_EQ_MSG(FirstMismatch(kept[rank], inputs[rank], tfdist::DataTypeSize(dtype)),
                          -1LL, "input of rank " << rank << " was modified");
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every algorithm applies the result scale once to each completed piece:
+// exactly the sequential sum scaled as ConvertScaled scales it, in place and
+// out of place, with the power-of-two fold (P = 3, 5) and without, for a
+// scale float32 holds exactly (fused into the reduction) and one it does not.
+TFDIST_TEST(AllreduceAppliesResultScaleEveryAlgorithm) {
+  for (int size : {1, 2, 3, 4, 5, 8}) {
+    for (double scale : {1.0 / size, 1.0 / 3.0}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, LargeTestCount(100003)}) {
+        for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat64,
+                               DataType::kFloat16}) {
+          for (bool in_place : {false, true}) {
+            const std::vector<Bytes> inputs = SumInputs(size, count, dtype);
+            const Bytes expected = ScaledSum(inputs, count, dtype, scale);
+            for (AllreduceAlgorithm algorithm : EveryAlgorithm()) {
+              std::vector<Bytes> kept = inputs;
+              auto run = [&](Transport& transport, void* buffer, size_t n) {
+                const void* input = in_place ? buffer : kept[transport.rank()].data();
+                const size_t bytes = n * tfdist::DataTypeSize(dtype);
+                if (!in_place && bytes > 0) std::memset(buffer, 0xAB, bytes);
+                return tfdist::RunAllreduce(algorithm, transport, input, buffer, n, dtype,
+                                            ReduceOp::kSum, scale);
+              };
+              CheckRun(Label(algorithm, size, count, dtype, ReduceOp::kSum,
+                             InProcessSendMode::kBuffered) +
+                           " scale=" + std::to_string(scale) +
+                           (in_place ? " in place" : " out of place"),
+                       run, inputs, expected, count, dtype, InProcessSendMode::kBuffered);
+            }
           }
         }
       }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "cc/core/numeric/reduction.h"
@@ -341,6 +342,41 @@ TFDIST_TEST(ReduceIntoScaledMatchesReduceThenScaleBitForBit) {
                        tfdist::DataTypeName(dtype) << " op " << static_cast<int>(op)
                                                    << " factor " << factor << " count " << count);
         }
+      }
+    }
+  }
+}
+
+}  // namespace tfdist_test
+
+namespace tfdist_test {
+
+// Out of place must give ReduceInto's bits in the output, across the
+// cache-sized blocks it works in, and leave both operands as they were.
+TFDIST_TEST(ReduceOutOfPlaceMatchesReduceIntoBitForBit) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                         DataType::kInt32}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{9}, size_t{4095}, size_t{4096},
+                           size_t{4097}, size_t{50001}}) {
+        const std::vector<unsigned char> accumulator = Pattern(dtype, count, 1);
+        const std::vector<unsigned char> incoming = Pattern(dtype, count, 2);
+        std::vector<unsigned char> expected = accumulator;
+        tfdist::ReduceInto(expected.data(), incoming.data(), count, dtype, op);
+        std::vector<unsigned char> output(accumulator.size(), 0xAB);
+        tfdist::ReduceOutOfPlace(output.data(), accumulator.data(), incoming.data(), count,
+                                 dtype, op);
+        const std::string label = std::string(tfdist::DataTypeName(dtype)) + " op " +
+                                  std::to_string(static_cast<int>(op)) + " count " +
+                                  std::to_string(count);
+        CHECK_EQ_MSG(output == expected, true, label);
+        CHECK_EQ_MSG(accumulator == Pattern(dtype, count, 1), true, label << " accumulator");
+        CHECK_EQ_MSG(incoming == Pattern(dtype, count, 2), true, label << " incoming");
+        // output == accumulator is ReduceInto itself.
+        std::vector<unsigned char> in_place = accumulator;
+        tfdist::ReduceOutOfPlace(in_place.data(), in_place.data(), incoming.data(), count,
+                                 dtype, op);
+        CHECK_EQ_MSG(in_place == expected, true, label << " in place");
       }
     }
   }

@@ -25,8 +25,7 @@ constexpr char kAllreduceOpType[] = "TfdistAllreduce";
 
 Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape, int ndims,
                               int reduce_op, double prescale, double postscale,
-                              int algorithm, int process_set, const Topology& topology,
-                              Request* r) {
+                              int algorithm, int process_set, int ranks, Request* r) {
   if (dtype < 0 || dtype >= static_cast<int>(DataType::kBool)) {
     return Status::InvalidArgument("tfdist.allreduce: unsupported dtype code " +
                                    std::to_string(dtype));
@@ -37,7 +36,7 @@ Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape,
   d.dtype = static_cast<DataType>(dtype);
   d.shape.assign(shape, shape + ndims);
   TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
-  TFDIST_RETURN_IF_ERROR(DescribeReduction(reduce_op, prescale, postscale, topology.size, &d));
+  TFDIST_RETURN_IF_ERROR(DescribeReduction(reduce_op, prescale, postscale, ranks, &d));
   r->name = (name != nullptr && name[0] != '\0') ? std::string(name)
                                                  : NextEagerName(kAllreduceOpType, process_set);
   return Status::OK();
@@ -56,13 +55,15 @@ int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, in
                            const void* input, void* output, int reduce_op, double prescale,
                            double postscale, int algorithm, int process_set, char* error,
                            int error_length) {
-  tfdist::RuntimeHandle handle;
+  // The runtime alone: its size is the set's, and copying the handle's
+  // topology (vectors, host names) on every call is waste on this path.
+  std::shared_ptr<tfdist::Runtime> runtime;
   tfdist::Status status =
-      tfdist::ProcessSetRuntime(process_set, tfdist::kAllreduceOpType, &handle);
+      tfdist::ProcessSetRuntimeOnly(process_set, tfdist::kAllreduceOpType, &runtime);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   tfdist::Request request;
   status = tfdist::DescribeEagerAllreduce(name, dtype, shape, ndims, reduce_op, prescale,
-                                          postscale, algorithm, process_set, handle.topology,
+                                          postscale, algorithm, process_set, runtime->size(),
                                           &request);
   if (!status.ok()) return tfdist::ReportStatus(status, error, error_length);
   request.input = input;
@@ -71,7 +72,7 @@ int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, in
   // stopped polling (it then blocks in get()).
   auto result = std::make_shared<std::promise<tfdist::Status>>();
   std::future<tfdist::Status> done = result->get_future();
-  tfdist::RunEagerRequest(*handle.runtime, std::move(request),
+  tfdist::RunEagerRequest(*runtime, std::move(request),
                           [result](const tfdist::Status& s) { result->set_value(s); });
   return tfdist::ReportStatus(done.get(), error, error_length);
 }

@@ -55,12 +55,15 @@ void SetCurrentRuntime(RuntimeHandle handle) {
   table.global = std::move(handle);
 }
 
-Status ProcessSetRuntime(int id, const std::string& what, RuntimeHandle* out) {
-  Table& table = TheTable();
-  std::lock_guard<std::mutex> lock(table.mutex);
+namespace {
+
+// The handle of set `id` in `table`, whose mutex the caller holds; the
+// errors as ProcessSetRuntime documents them.
+Status FindLocked(const Table& table, int id, const std::string& what,
+                  const RuntimeHandle** out) {
   if (!table.global.runtime) return NotInitializedError(what);
   if (id == kGlobalProcessSet) {
-    *out = table.global;
+    *out = &table.global;
     return Status::OK();
   }
   auto it = table.sets.find(id);
@@ -76,7 +79,27 @@ Status ProcessSetRuntime(int id, const std::string& what, RuntimeHandle* out) {
         " is not in process set " + std::to_string(id) + " (ranks " +
         RankList(it->second.ranks) + "); only its members may call its collectives");
   }
-  *out = it->second.handle;
+  *out = &it->second.handle;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ProcessSetRuntime(int id, const std::string& what, RuntimeHandle* out) {
+  Table& table = TheTable();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  const RuntimeHandle* found = nullptr;
+  TFDIST_RETURN_IF_ERROR(FindLocked(table, id, what, &found));
+  *out = *found;
+  return Status::OK();
+}
+
+Status ProcessSetRuntimeOnly(int id, const std::string& what, std::shared_ptr<Runtime>* out) {
+  Table& table = TheTable();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  const RuntimeHandle* found = nullptr;
+  TFDIST_RETURN_IF_ERROR(FindLocked(table, id, what, &found));
+  *out = found->runtime;
   return Status::OK();
 }
 

@@ -45,6 +45,11 @@ void SetCurrentRuntime(RuntimeHandle handle);
 // rank is not one of the set's members.
 Status ProcessSetRuntime(int id, const std::string& what, RuntimeHandle* out);
 
+// The same, the runtime alone: for a call that needs nothing else (its
+// size is Runtime::size()), without copying the topology's vectors and
+// host names on every call (the eager fast path, cc/tf/eager_api.cc).
+Status ProcessSetRuntimeOnly(int id, const std::string& what, std::shared_ptr<Runtime>* out);
+
 // Registers process set `id` with its `ranks` (global ranks, sorted). On a
 // member `handle` holds its runtime; on any other rank it is empty, and the
 // entry only serves the "not in process set" error. InvalidArgument when

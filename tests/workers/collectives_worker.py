@@ -73,12 +73,15 @@ def check_allreduce_matrix(rank, size):
 
 def check_sum_identity(rank, size):
     # Rank r contributes r + 1: the sum is P(P+1)/2 in every element, across
-    # segment boundaries of the ring (1 MiB) and uneven chunks.
+    # segment boundaries of the ring (1 MiB) and uneven chunks. Every
+    # algorithm reads its input where it lies (no copy into the output first)
+    # and must leave it as it was.
     for algorithm in ALGORITHMS:
         for n in (size - 1, size + 1, 1000, 300_007):
-            y = tfdist.allreduce(tf.fill([n], float(rank + 1)), op=tfdist.Sum,
-                                 algorithm=algorithm)
+            x = tf.fill([n], float(rank + 1))
+            y = tfdist.allreduce(x, op=tfdist.Sum, algorithm=algorithm)
             assert np.all(y.numpy() == size * (size + 1) / 2), (algorithm, n)
+            assert np.all(x.numpy() == rank + 1), (algorithm, n, "wrote its input")
 
 
 def check_hierarchical_pipelined(rank, size):

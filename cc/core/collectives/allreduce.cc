@@ -7,6 +7,7 @@
 #include "cc/core/collectives/rabenseifner_allreduce.h"
 #include "cc/core/collectives/ring_allreduce.h"
 #include "cc/core/collectives/tree_allreduce.h"
+#include "cc/core/numeric/convert.h"
 
 namespace tfdist {
 namespace {
@@ -25,24 +26,49 @@ class OneHostPlanner final : public HierarchicalPlanner {
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  return RunAllreduce(algorithm, transport, buffer, buffer, count, dtype, op);
+}
+
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport, const void* input,
+                    void* output, size_t count, DataType dtype, ReduceOp op,
+                    double result_scale) {
   return RunAllreduce(algorithm, transport, HostLayout(transport.size()), OneHostPlanner(),
-                      buffer, count, dtype, op);
+                      input, output, count, dtype, op, result_scale);
 }
 
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     const HostLayout& layout, const HierarchicalPlanner& planner,
                     void* buffer, size_t count, DataType dtype, ReduceOp op) {
+  return RunAllreduce(algorithm, transport, layout, planner, buffer, buffer, count, dtype, op);
+}
+
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    const HostLayout& layout, const HierarchicalPlanner& planner,
+                    const void* input, void* output, size_t count, DataType dtype,
+                    ReduceOp op, double result_scale) {
   switch (algorithm) {
-    case AllreduceAlgorithm::kHierarchical:
-      return HierarchicalAllreduce(transport, layout, planner, buffer, count, dtype, op);
+    case AllreduceAlgorithm::kHierarchical: {
+      // Hierarchical has no scale of its own: one pass over the result.
+      TFDIST_RETURN_IF_ERROR(
+          HierarchicalAllreduce(transport, layout, planner, input, output, count, dtype, op));
+      if (result_scale != 1.0) {
+        ConvertScaled(output, dtype, output, dtype, count, result_scale);
+      }
+      return Status::OK();
+    }
     case AllreduceAlgorithm::kTree:
-      return TreeAllreduce(transport, buffer, count, dtype, op);
+      return TreeAllreduce(transport, input, output, count, dtype, op, result_scale);
     case AllreduceAlgorithm::kButterfly:
-      return ButterflyAllreduce(transport, buffer, count, dtype, op);
-    case AllreduceAlgorithm::kRing:
-      return RingAllreduce(transport, buffer, count, dtype, op);
+      return ButterflyAllreduce(transport, input, output, count, dtype, op, result_scale);
+    case AllreduceAlgorithm::kRing: {
+      // One span, out of place from `input` unless it is the output itself.
+      const RingSpan span{count * DataTypeSize(dtype), static_cast<unsigned char*>(output),
+                          input == output ? nullptr
+                                          : static_cast<const unsigned char*>(input)};
+      return RingAllreduceSpans(transport, {span}, dtype, op, result_scale);
+    }
     case AllreduceAlgorithm::kRabenseifner:
-      return RabenseifnerAllreduce(transport, buffer, count, dtype, op);
+      return RabenseifnerAllreduce(transport, input, output, count, dtype, op, result_scale);
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kMpi:
       break;

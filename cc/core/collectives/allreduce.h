@@ -1,4 +1,4 @@
-// In-place allreduce over a Transport with a named algorithm. Every algorithm
+// Allreduce over a Transport with a named algorithm, in place or out of place. Every algorithm
 // accepts any group size P >= 1, count 0 and count < P, and every reducible
 // DataType (float16/bfloat16 are reduced pairwise through float32).
 #ifndef TFDIST_CORE_COLLECTIVES_ALLREDUCE_H_
@@ -24,10 +24,25 @@ Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     const HostLayout& layout, const HierarchicalPlanner& planner,
                     void* buffer, size_t count, DataType dtype, ReduceOp op);
 
+// Out of place: every algorithm reads `input` where it lies (never writing
+// it) and leaves the result in `output`, without first copying one into the
+// other as a pass of its own. `input == output` is in place; otherwise the
+// two must not overlap. Every element of the result is multiplied by
+// `result_scale` (ConvertScaled's rounding), inside the algorithm where it
+// can be (each completed piece once, so every rank has the same bits):
+// averaging then costs no pass of its own. Every rank passes the same scale.
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
+                    const HostLayout& layout, const HierarchicalPlanner& planner,
+                    const void* input, void* output, size_t count, DataType dtype,
+                    ReduceOp op, double result_scale = 1.0);
+
 // The same with every rank on one host (kHierarchical then reduces within
 // it: a reduce-scatter and an allgather).
 Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
                     void* buffer, size_t count, DataType dtype, ReduceOp op);
+Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport, const void* input,
+                    void* output, size_t count, DataType dtype, ReduceOp op,
+                    double result_scale = 1.0);
 
 }  // namespace tfdist
 

@@ -16,21 +16,37 @@
 
 namespace tfdist {
 
+// Out of place: a rank sends `input` until it first receives; its first
+// `combine(current, last)` must write `current` (op) `incoming` into
+// `output`, and `current` is `output` from then on (`last`: the combination
+// that completes the result, rank 0's final one), so the input is read where it lies and
+// never copied into the output as a pass of its own. Ranks that never
+// receive leave `output` untouched. `input == output` is in place.
 // `incoming` holds `bytes` bytes. A template, so that the reduction inlines
 // into the loop as it did before the two callers shared it.
 template <typename Combine>
-Status BinomialReduceToRankZero(Transport& transport, void* buffer, void* incoming,
-                                size_t bytes, int tag, Combine&& combine) {
+Status BinomialReduceToRankZero(Transport& transport, const void* input, void* output,
+                                void* incoming, size_t bytes, int tag, Combine&& combine) {
   const int size = transport.size();
   const int rank = transport.rank();
+  const void* current = input;
   for (int mask = 1; mask < size; mask <<= 1) {
-    if (rank & mask) return transport.Send(rank - mask, buffer, bytes, tag);
+    if (rank & mask) return transport.Send(rank - mask, current, bytes, tag);
     if (rank + mask < size) {
       TFDIST_RETURN_IF_ERROR(transport.Recv(rank + mask, incoming, bytes, tag));
-      combine();
+      combine(current, (mask << 1) >= size);
+      current = output;
     }
   }
   return Status::OK();
+}
+
+// In place: `combine()` folds `incoming` into `buffer`.
+template <typename Combine>
+Status BinomialReduceToRankZero(Transport& transport, void* buffer, void* incoming,
+                                size_t bytes, int tag, Combine&& combine) {
+  return BinomialReduceToRankZero(transport, buffer, buffer, incoming, bytes, tag,
+                                  [&](const void*, bool) { combine(); });
 }
 
 }  // namespace tfdist

@@ -15,34 +15,48 @@
 // fold), with R the seconds per byte reduced (docs/algorithms.md's table,
 // cost_model.h): the fewest rounds, so the best for small, latency-bound
 // messages.
+// Out of place, the first round reads the input where it lies and writes
+// input (op) received into the output: no separate pass copies the input.
 #include "cc/core/collectives/butterfly_allreduce.h"
 
 #include "cc/core/transport/collective_tags.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {
 
-Status ButterflyAllreduce(Transport& transport, void* buffer, size_t count,
-                          DataType dtype, ReduceOp op) {
+Status ButterflyAllreduce(Transport& transport, const void* input, void* output,
+                          size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
-  if (transport.size() == 1 || count == 0) return Status::OK();
-
   const size_t bytes = count * DataTypeSize(dtype);
+  if (transport.size() == 1 || count == 0) {
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
+    return Status::OK();
+  }
+
   unsigned char* incoming = ThreadScratch(bytes);
   const PowerOfTwoFold fold(transport.rank(), transport.size());
-  TFDIST_RETURN_IF_ERROR(
-      fold.Fold(transport, buffer, incoming, count, dtype, op));
+  TFDIST_RETURN_IF_ERROR(fold.Fold(transport, input, output, incoming, count, dtype, op));
   if (fold.participates()) {
+    // This rank's vector: the input until the first reduction writes the
+    // output (out = in op received), the output from then on.
+    const void* current = fold.PhaseInput(input, output);
     for (int mask = 1; mask < fold.group_size(); mask <<= 1) {
       const int peer = fold.RealRank(fold.virtual_rank() ^ mask);
-      TFDIST_RETURN_IF_ERROR(transport.SendRecv(peer, buffer, bytes, peer,
+      TFDIST_RETURN_IF_ERROR(transport.SendRecv(peer, current, bytes, peer,
                                                 incoming, bytes, kButterflyTag));
-      ReduceInto(buffer, incoming, count, dtype, op);
+      // The last round completes the result: it applies the scale too.
+      const bool last = (mask << 1) >= fold.group_size();
+      ReduceOutOfPlace(output, current, incoming, count, dtype, op,
+                       last ? result_scale : 1.0);
+      current = output;
     }
   }
-  return fold.Unfold(transport, buffer, bytes);
+  return fold.Unfold(transport, output, bytes);
 }
 
 }  // namespace tfdist

@@ -21,16 +21,16 @@ int PowerOfTwoFold::RealRank(int virtual_rank) const {
                                      : virtual_rank + extra_ranks_;
 }
 
-Status PowerOfTwoFold::Fold(Transport& transport, void* buffer, void* scratch,
-                            size_t count, DataType dtype, ReduceOp op) const {
+Status PowerOfTwoFold::Fold(Transport& transport, const void* input, void* output,
+                            void* scratch, size_t count, DataType dtype, ReduceOp op) const {
   if (rank_ >= 2 * extra_ranks_) return Status::OK();
   const size_t bytes = count * DataTypeSize(dtype);
   if (!participates()) {
-    return transport.Send(rank_ + 1, buffer, bytes, kPowerOfTwoFoldTag);
+    return transport.Send(rank_ + 1, input, bytes, kPowerOfTwoFoldTag);
   }
   TFDIST_RETURN_IF_ERROR(
       transport.Recv(rank_ - 1, scratch, bytes, kPowerOfTwoFoldTag));
-  ReduceInto(buffer, scratch, count, dtype, op);
+  ReduceOutOfPlace(output, input, scratch, count, dtype, op);
   return Status::OK();
 }
 

@@ -36,7 +36,19 @@ class PowerOfTwoFold {
   // partners reduce it into `buffer`. `scratch` must hold `count` elements
   // (only odd partners use it).
   Status Fold(Transport& transport, void* buffer, void* scratch, size_t count,
-              DataType dtype, ReduceOp op) const;
+              DataType dtype, ReduceOp op) const {
+    return Fold(transport, buffer, buffer, scratch, count, dtype, op);
+  }
+  // Out of place: even partners send `input`; odd partners write `input`
+  // reduced with their partner's vector into `output`, reading `input` once.
+  // Everyone else leaves `output` untouched. `input == output` is in place.
+  Status Fold(Transport& transport, const void* input, void* output, void* scratch,
+              size_t count, DataType dtype, ReduceOp op) const;
+  // Where this rank's vector lies after Fold(input, output): in `output` for
+  // the odd partners that reduced into it, still in `input` for the others.
+  const void* PhaseInput(const void* input, const void* output) const {
+    return rank_ < 2 * extra_ranks_ ? output : input;
+  }
   // After the phase: odd partners send the result back to the even ones.
   Status Unfold(Transport& transport, void* buffer, size_t bytes) const;
 

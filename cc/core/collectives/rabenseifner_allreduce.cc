@@ -14,6 +14,9 @@
 // Each chunk is reduced on exactly one rank and then copied, so every rank
 // ends with the same bits.
 // Other P: PowerOfTwoFold (power_of_two_fold.h) folds the extra ranks first.
+// Out of place, the first halving round sends from the input and writes
+// input (op) received into the kept half of the output; the allgather fills
+// the rest. The input is never copied into the output as a pass of its own.
 //
 // Steps: 2 * log2(p2) rounds (+ 2 fold messages of the full vector when
 // P != p2). Bytes on the wire per rank: sends m/2 + m/4 + ... = m*(p2-1)/p2
@@ -27,6 +30,7 @@
 #include <algorithm>
 
 #include "cc/core/collectives/chunk_layout.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/numeric/reduction.h"
@@ -34,17 +38,22 @@
 
 namespace tfdist {
 
-Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
-                             DataType dtype, ReduceOp op) {
+Status RabenseifnerAllreduce(Transport& transport, const void* input, void* output,
+                             size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
-  if (transport.size() == 1 || count == 0) return Status::OK();
-
   const size_t element_size = DataTypeSize(dtype);
-  unsigned char* data = static_cast<unsigned char*>(buffer);
+  if (transport.size() == 1 || count == 0) {
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
+    return Status::OK();
+  }
+
+  unsigned char* data = static_cast<unsigned char*>(output);
   // The fold needs the whole vector; the halving phase at most half of it.
   unsigned char* incoming = ThreadScratch(count * element_size);
   const PowerOfTwoFold fold(transport.rank(), transport.size());
-  TFDIST_RETURN_IF_ERROR(fold.Fold(transport, buffer, incoming, count, dtype, op));
+  TFDIST_RETURN_IF_ERROR(fold.Fold(transport, input, output, incoming, count, dtype, op));
 
   if (fold.participates()) {
     const int parts = fold.group_size();
@@ -56,6 +65,11 @@ Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
       return (begin_of(hi) - begin_of(lo)) * element_size;
     };
 
+    // This rank's vector: the input until the first halving round writes
+    // the kept half of the output (out = in op received), the output after.
+    // The half given away in that round is written by the allgather.
+    const unsigned char* current =
+        static_cast<const unsigned char*>(fold.PhaseInput(input, output));
     int lo = 0;
     int hi = parts;
     for (int distance = parts / 2; distance >= 1; distance /= 2) {
@@ -67,10 +81,14 @@ Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
       const int give_lo = keep_upper ? lo : mid;
       const int give_hi = keep_upper ? mid : hi;
       TFDIST_RETURN_IF_ERROR(transport.SendRecv(
-          peer, data + offset_of(give_lo), bytes_of(give_lo, give_hi), peer,
+          peer, current + offset_of(give_lo), bytes_of(give_lo, give_hi), peer,
           incoming, bytes_of(keep_lo, keep_hi), kRabenseifnerTag));
-      ReduceInto(data + offset_of(keep_lo), incoming,
-                 begin_of(keep_hi) - begin_of(keep_lo), dtype, op);
+      // The last round completes this rank's chunk, which it scales once
+      // before the allgather hands it on.
+      ReduceOutOfPlace(data + offset_of(keep_lo), current + offset_of(keep_lo), incoming,
+                       begin_of(keep_hi) - begin_of(keep_lo), dtype, op,
+                       distance == 1 ? result_scale : 1.0);
+      current = data;
       lo = keep_lo;
       hi = keep_hi;
     }
@@ -88,7 +106,7 @@ Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
       hi = std::max(hi, peer_hi);
     }
   }
-  return fold.Unfold(transport, buffer, count * element_size);
+  return fold.Unfold(transport, output, count * element_size);
 }
 
 }  // namespace tfdist

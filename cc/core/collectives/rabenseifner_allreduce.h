@@ -9,10 +9,23 @@
 
 namespace tfdist {
 
-// In-place allreduce of `count` elements of `buffer`; see rabenseifner_allreduce.cc
-// for the steps and their cost. Any group size, any count (0 included).
-Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
-                             DataType dtype, ReduceOp op);
+// Allreduce of `count` elements; see rabenseifner_allreduce.cc for the steps and their
+// cost. Any group size, any count (0 included). Reads `input` (never
+// written) where it lies and leaves the result in `output`, whose contents
+// on entry do not matter: the first step writes input (op) received, so no
+// pass of its own copies the input. `input == output` is in place;
+// otherwise the two must not overlap. Every element of the result is
+// multiplied by `result_scale` (ConvertScaled's rounding, applied once, by
+// the step that completes it, so every rank ends with the same bits):
+// averaging costs no pass of its own. Every rank must pass the same scale.
+Status RabenseifnerAllreduce(Transport& transport, const void* input, void* output,
+                             size_t count, DataType dtype, ReduceOp op, double result_scale = 1.0);
+
+// In place, in `buffer`.
+inline Status RabenseifnerAllreduce(Transport& transport, void* buffer, size_t count,
+                                    DataType dtype, ReduceOp op) {
+  return RabenseifnerAllreduce(transport, buffer, buffer, count, dtype, op);
+}
 
 }  // namespace tfdist
 

@@ -13,27 +13,43 @@
 // Time: T_tree = 2*ceil(log2 P) * (L + m*G) + ceil(log2 P) * m*R, with R the
 // seconds per byte reduced (docs/algorithms.md's table, cost_model.h). A baseline:
 // butterfly does the same work in half the rounds.
+// Out of place, a rank sends its input where it lies until its first
+// receive, which writes input (op) received into the output; leaves never
+// touch their output until the broadcast fills it.
 #include "cc/core/collectives/tree_allreduce.h"
 
 #include "cc/core/collectives/binomial_reduce.h"
 #include "cc/core/collectives/broadcast.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/collective_tags.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
 
 namespace tfdist {
 
-Status TreeAllreduce(Transport& transport, void* buffer, size_t count,
-                     DataType dtype, ReduceOp op) {
+Status TreeAllreduce(Transport& transport, const void* input, void* output,
+                     size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
-  if (transport.size() == 1 || count == 0) return Status::OK();
-
   const size_t bytes = count * DataTypeSize(dtype);
+  if (transport.size() == 1 || count == 0) {
+    if (count > 0 && (input != output || result_scale != 1.0)) {
+      ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    }
+    return Status::OK();
+  }
+
   unsigned char* incoming = ThreadScratch(bytes);
   TFDIST_RETURN_IF_ERROR(BinomialReduceToRankZero(
-      transport, buffer, incoming, bytes, kTreeReduceTag,
-      [&] { ReduceInto(buffer, incoming, count, dtype, op); }));
-  return BinomialBroadcast(transport, buffer, bytes, /*root=*/0);
+      transport, input, output, incoming, bytes, kTreeReduceTag,
+      [&](const void* current, bool last) {
+        // Rank 0's last combination completes the result: it scales it once,
+        // and the broadcast hands the same bits to everyone.
+        ReduceOutOfPlace(output, current, incoming, count, dtype, op,
+                         last ? result_scale : 1.0);
+      }));
+  // Every rank but 0 receives the result into its output here, whatever it
+  // held; rank 0 has received at least once (P >= 2), so its output holds it.
+  return BinomialBroadcast(transport, output, bytes, /*root=*/0);
 }
 
 }  // namespace tfdist

@@ -201,6 +201,26 @@ void ReduceInto(void* accumulator, const void* incoming, size_t count,
   }
 }
 
+void ReduceOutOfPlace(void* output, const void* accumulator, const void* incoming,
+                      size_t count, DataType dtype, ReduceOp op, double factor) {
+  if (output == accumulator && factor == 1.0) {
+    return ReduceInto(output, incoming, count, dtype, op);
+  }
+  // Small enough that the copied block is still in L1/L2 when it is reduced.
+  constexpr size_t kBlockBytes = size_t{16} << 10;
+  const size_t element = DataTypeSize(dtype);
+  if (element == 0) return;
+  const size_t block = std::max<size_t>(1, kBlockBytes / element);
+  auto* out = static_cast<unsigned char*>(output);
+  const auto* acc = static_cast<const unsigned char*>(accumulator);
+  const auto* in = static_cast<const unsigned char*>(incoming);
+  for (size_t done = 0; done < count; done += block) {
+    const size_t n = std::min(block, count - done);
+    if (out != acc) std::memcpy(out + done * element, acc + done * element, n * element);
+    ReduceIntoScaled(out + done * element, in + done * element, n, dtype, op, factor);
+  }
+}
+
 void ReduceIntoScaled(void* accumulator, const void* incoming, size_t count,
                       DataType dtype, ReduceOp op, double factor) {
   if (count == 0) return;

@@ -29,6 +29,19 @@ Status CheckReducible(DataType dtype, ReduceOp op);
 void ReduceInto(void* accumulator, const void* incoming, size_t count,
                 DataType dtype, ReduceOp op);
 
+// output[i] = accumulator[i] (op) incoming[i]: ReduceInto's bits, for an
+// algorithm whose first step reads its input where it lies and writes the
+// result elsewhere (out of place), instead of first copying the input into
+// the output as a pass of its own. Cache-sized blocks of the accumulator are
+// copied into the output just before each is reduced there, so the memory
+// traffic is one read of each operand and one write of the output.
+// `output == accumulator` is ReduceInto; otherwise none of the three may
+// overlap. A `factor` other than 1 multiplies each result as
+// ReduceIntoScaled does (the same bits), block by block while in cache.
+// Same precondition as ReduceInto.
+void ReduceOutOfPlace(void* output, const void* accumulator, const void* incoming,
+                      size_t count, DataType dtype, ReduceOp op, double factor = 1.0);
+
 // ReduceInto, then each element of the accumulator multiplied by `factor`
 // exactly as ConvertScaled(accumulator, dtype, accumulator, dtype, count,
 // factor) does it: the same bits, in one pass over the memory where that is

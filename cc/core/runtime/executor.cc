@@ -14,7 +14,6 @@
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
-#include "cc/core/collectives/hierarchical_allreduce.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
@@ -54,9 +53,13 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
   return algorithm;
 }
 
-Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dtype,
-                                         ReduceOp op, AllreduceAlgorithm algorithm) {
+Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
+                                  DataType dtype, ReduceOp op, AllreduceAlgorithm algorithm,
+                                  double result_scale) {
   if (algorithm == AllreduceAlgorithm::kMpi) {
+    if (input != output || result_scale != 1.0) {
+      return Status::Internal("tfdist: the 'mpi' algorithm runs in place and unscaled only");
+    }
     if (!reference_allreduce_) {
       return Status::FailedPrecondition(
           "the 'mpi' allreduce algorithm needs MPI underneath, and this runtime has none");
@@ -65,9 +68,10 @@ Status CollectiveExecutor::ReduceInPlace(void* buffer, size_t count, DataType dt
     // ring would send, 2(P-1)/P of the buffer, as an estimate.
     const uint64_t p = static_cast<uint64_t>(transport_.size());
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
-    return reference_allreduce_(buffer, count, dtype, op);
+    return reference_allreduce_(output, count, dtype, op);
   }
-  return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), buffer, count, dtype, op);
+  return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
+                      dtype, op, result_scale);
 }
 
 namespace {
@@ -386,14 +390,18 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   } else if (in_place && group[0]->input != buffer) {
     AdviseHugePages(buffer, bytes);
   }
-  // Hierarchical reads the input where it lies and writes the result into
-  // the output (its reduce-scatter copies each segment in just before
-  // reducing into it, while it is in cache), so a plain copy of a large
-  // input into TensorFlow's fresh output is not paid as a pass of its own.
-  const bool hierarchical_from_input = in_place && !stand_in &&
-                                       algorithm == AllreduceAlgorithm::kHierarchical &&
-                                       group[0]->input != buffer && PackScale(d) == 1.0;
-  if (hierarchical_from_input) {
+  // Every transport algorithm reads the input where it lies and writes the
+  // result into the output (allreduce.h: its first step writes input (op)
+  // received), so a plain copy of the input into TensorFlow's fresh output
+  // is not paid as a pass of its own. Only a prescale (the copy applies it)
+  // and the "mpi" algorithm (MPI_Allreduce in place) still copy.
+  const bool from_input = in_place && !stand_in && algorithm != AllreduceAlgorithm::kMpi &&
+                          group[0]->input != buffer && PackScale(d) == 1.0;
+  // A lone tensor's postscale is applied by the algorithm as it completes
+  // each piece of the result (on every rank, a stand-in included, so that
+  // all hold the same bits), not in a pass of its own; "mpi" scales after.
+  const bool scale_inside = in_place && algorithm != AllreduceAlgorithm::kMpi;
+  if (from_input) {
     // Nothing to copy in.
   } else if (in_place) {
     TimelineSpan span(timeline_, label, "COPY_INPUT", 1, bytes);
@@ -424,14 +432,12 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   {
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
-    TFDIST_RETURN_IF_ERROR(
-        hierarchical_from_input
-            ? HierarchicalAllreduce(wire_, hosts_, CostModelPlanner(network_),
-                                    group[0]->input, buffer, total, accumulation, d.op)
-            : ReduceInPlace(buffer, total, accumulation, d.op, algorithm));
+    TFDIST_RETURN_IF_ERROR(Reduce(from_input ? group[0]->input : buffer, buffer, total,
+                                  accumulation, d.op, algorithm,
+                                  scale_inside ? UnpackScale(d) : 1.0));
   }
 
-  if (in_place && !stand_in && UnpackScale(d) != 1.0) {
+  if (in_place && !stand_in && !scale_inside && UnpackScale(d) != 1.0) {
     TimelineSpan span(timeline_, label, "SCALE_OUTPUT", 1, bytes);
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
   } else if (!in_place) {

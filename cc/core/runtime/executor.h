@@ -128,8 +128,13 @@ class CollectiveExecutor {
   // "auto" (chooser_), times it, agrees the time across the ranks and
   // reports it.
   Status RunPlan(AllreducePlan& plan, const AllreduceGroup& group, bool is_auto);
-  Status ReduceInPlace(void* buffer, size_t count, DataType dtype, ReduceOp op,
-                       AllreduceAlgorithm algorithm);
+  // Allreduces `count` elements of `input` into `output` with `algorithm`
+  // (not auto). `input == output` is in place; out of place, every
+  // transport algorithm reads the input where it lies (allreduce.h) and the
+  // "mpi" one needs them equal. The transport algorithms multiply the result
+  // by `result_scale` as they complete it; "mpi" takes no scale.
+  Status Reduce(const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
+                AllreduceAlgorithm algorithm, double result_scale);
   // `count` elements of the request's input, scaled (PackScale), in the
   // wire type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,

@@ -2,11 +2,11 @@
 // runner-up on the first calls of each size class, and the faster kept.
 //
 // The model prices the algorithms as the calibration times them (direct
-// calls, in place). Through the runtime a call can cost more than that
-// (docs/cost_model.md, "auto on the user's path"): the algorithms other than
-// the ring first copy the input into the output (COPY_INPUT), which the ring
-// does not, and an unpinned job is scheduled differently from the
-// calibration. So the first `trials` calls of a size class (bytes rounded
+// calls). Through the runtime a call can cost more than that
+// (docs/cost_model.md, "auto on the user's path"): a fused group's copies,
+// a prescale's copy, and an unpinned job scheduled differently from the
+// calibration. (Every algorithm reads a lone tensor's input where it lies,
+// so no algorithm pays a copy the others do not.) So the first `trials` calls of a size class (bytes rounded
 // down to a power of two) alternate between the model's pick and its
 // runner-up, each call timed by its caller and the time agreed across the
 // ranks (the slowest rank's, so every rank reports the same number); then
