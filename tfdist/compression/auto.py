@@ -40,6 +40,7 @@ from tfdist.compression import stateful
 from tfdist.compression.base import Compressor
 from tfdist.compression.casts import BF16Compressor, FP16Compressor
 from tfdist.compression.powersgd import PowerSGDCompressor, _matrix_view
+from tfdist.compression.stateful import dense_wire_bytes
 
 #: What auto chooses between; "fp16" may stand in for "bf16" (``half=``).
 CHOICES = ("none", "bf16", "fp16", "powersgd")
@@ -50,9 +51,9 @@ _CAST_PROBE_BYTES = 8 << 20
 _POWERSGD_PROBES = ((64, 64), (1024, 256))
 _REPETITIONS = 5
 #: The 16-bit cast is chosen only when predicted at most this share of none's time:
-#: it loses precision, and a few percent is within the model's error (a tiny
-#: tensor's 16 bytes saved are noise).
-HALF_GAIN = 0.95
+#: it loses precision, and a saving within the cost model's error (about 10%,
+#: docs/cost_model.md) may not be one.
+HALF_GAIN = 0.9
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,9 @@ def predicted_seconds(specs: Sequence[TensorSpec], allreduce_seconds: Callable[[
     - bf16 / fp16: A(Σ 2·n over tensors of 4- or 8-byte floats + the others' bytes)
       + cast_per_byte · Σ 4·n over those tensors;
     - powersgd: A(Σ 4·n·r over factored tensors + the others' bytes) + A(Σ 4·m·r)
-      + A(4 · number of tensors) (its settings check) + Σ (powersgd_fixed +
-      powersgd_per_byte · 4·n·m) over factored tensors; ``inf`` when it would
-      factor nothing.
+      + Σ (powersgd_fixed + powersgd_per_byte · 4·n·m) over factored tensors;
+      ``inf`` when it would factor nothing. (Its settings check, one-element
+      allreduces with no inputs, runs under the forward and backward passes.)
 
     Any tensor of unknown shape makes every choice but none ``inf``.
     """
@@ -135,7 +136,7 @@ def predicted_seconds(specs: Sequence[TensorSpec], allreduce_seconds: Callable[[
         q_bytes = sum(4 * f[1] * powersgd_rank for _, f in factored if f)
         work = sum(costs.powersgd_fixed + costs.powersgd_per_byte * 4 * f[0] * f[1]
                    for _, f in factored if f)
-        powersgd = wire(p_bytes) + wire(q_bytes) + wire(4 * len(specs)) + work
+        powersgd = wire(p_bytes) + wire(q_bytes) + work
     return {"none": wire(dense), "half": half, "powersgd": powersgd}
 
 
@@ -295,6 +296,7 @@ class AutoCompressor(Compressor):
         self.powersgd_gain = float(powersgd_gain)
         #: Group key (group name, or the first tensor's name) -> its Decision.
         self.decisions: Dict[str, Decision] = {}
+        self.sent = stateful.SentBytes()  # the groups sent dense or cast; PowerSGD counts its own
         self._costs: Dict[int, CompressionCosts] = {}
 
     def get_config(self) -> Dict[str, Any]:
@@ -317,9 +319,9 @@ class AutoCompressor(Compressor):
         return {key: d.choice for key, d in self.decisions.items()}
 
     def wire_bytes(self) -> int:
-        """Bytes this rank sends per step by the formulas, for the calls built so far that
-        went through PowerSGD (the benchmarks' account; the others' are in tfdist.stats())."""
-        return self.powersgd.wire_bytes()
+        """Bytes this rank sends per step (the calls built so far), by the formulas of the
+        bandwidth-optimal allreduce: each group as it was sent (the benchmarks' account)."""
+        return sum(self.sent.by_call.values()) + self.powersgd.wire_bytes()
 
     def compress(self, tensor: tf.Tensor) -> Tuple[tf.Tensor, Any]:
         """Sparse (IndexedSlices) gradients are allgathered uncompressed."""
@@ -397,7 +399,15 @@ class AutoCompressor(Compressor):
         scales = dict(op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
                       group_name=group_name)
         if decision.choice == "powersgd":
+            self.sent.by_call.pop(key, None)
             return self.powersgd.allreduce(tensors, names, **scales)
+        full = sum(stateful.nbytes(t) for t in tensors)
+        sent = full
+        if decision.choice in ("bf16", "fp16"):
+            sent -= sum(stateful.nbytes(t) // t.dtype.size * (t.dtype.size - 2)
+                        for t in tensors if t.dtype.is_floating and t.dtype.size >= 4)
+        ranks = size_of(process_set)
+        self.sent.record(key, dense_wire_bytes(sent, ranks), dense_wire_bytes(full, ranks))
         chosen = self.half if decision.choice in ("bf16", "fp16") else Compressor()
         extra = {} if process_set is None else {"process_set": process_set}
         return chosen.allreduce(tensors, names, **scales, **extra)
