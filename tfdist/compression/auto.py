@@ -27,6 +27,7 @@ cross-rank checks apply.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from tfdist.compression.base import Compressor
 from tfdist.compression.casts import BF16Compressor, FP16Compressor
 from tfdist.compression.powersgd import PowerSGDCompressor, _matrix_view
 from tfdist.compression.stateful import dense_wire_bytes
+from tfdist.process_sets import GLOBAL_ID, process_set_id, size_of
 
 #: What auto chooses between; "fp16" may stand in for "bf16" (``half=``).
 CHOICES = ("none", "bf16", "fp16", "powersgd")
@@ -205,9 +207,12 @@ def _best_seconds(run: Callable[[], Any], repetitions: int) -> float:
     return best
 
 
+@functools.lru_cache(maxsize=None)
 def local_costs(cast_code: int, powersgd_rank: int,
                 repetitions: int = _REPETITIONS) -> CompressionCosts:
-    """This rank's own ``CompressionCosts`` (no communication), timed now."""
+    """This rank's own ``CompressionCosts`` (no communication), timed at the first call in
+    this process and kept: the machine does not change, and every new compressor (each
+    Keras optimizer makes its own) would otherwise pay the timing again."""
     cast = _wire_cast_seconds(cast_code, _CAST_PROBE_BYTES, repetitions) / _CAST_PROBE_BYTES
     step = _powersgd_step(powersgd_rank)
     empty = tf.function(lambda x: x, autograph=False)
@@ -387,7 +392,6 @@ class AutoCompressor(Compressor):
         op, tensors = stateful.checked_call("auto", op, tensors, names, group_name)
         if not tensors:
             return []
-        from tfdist.process_sets import GLOBAL_ID, process_set_id, size_of
         if process_set is not None and process_set_id(process_set, "Compression.auto") == \
                 GLOBAL_ID:
             process_set = None
