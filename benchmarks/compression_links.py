@@ -8,10 +8,11 @@ per rank, TFDIST_VIRTUAL_HOSTS = --np) joined by emulated links of 25, 10
 and 1 Gb/s (TFDIST_EMULATED_BANDWIDTH, with TFDIST_EMULATED_LATENCY =
 --latency). Each job is ``python -m benchmarks.compression`` on the digits
 CNN with none, bf16, top-k 1%, PowerSGD rank 2 (both with error feedback)
-and ``Compression.auto()``, written to ``<json stem>-<link>.json`` beside
-the --json file. This document collects them: the time to the target
-accuracy per link and compressor, each compressor's ratio to bf16 and
-auto's to the best fixed choice on that link (issue 25's goals: auto at
+and ``Compression.auto()``, written to ``<json stem>-<link>[-seed<s>].json``
+beside the --json file; ``--seeds N`` runs each link N times. This document
+collects them: the time to the target accuracy per link and compressor (the
+median over the seeds), auto's ratio to bf16 and to the best fixed choice on
+that link (issue 25's goals: auto at
 most 0.6x bf16 at 1 Gb/s, within 3% of the best fixed choice on shared
 memory and at 10 Gb/s), what auto sent each group as, and with --plot the
 time to accuracy against the link (benchmarks.compression's figure).
@@ -22,8 +23,9 @@ run: ``--links shm,1 --epochs 1 --only none,auto`` proves the command works.
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -61,12 +63,12 @@ def link_environment(link: str, ranks: int, latency: float) -> Dict[str, str]:
     return env
 
 
-def run_link(link: str, args: argparse.Namespace, path: Path) -> Dict[str, Any]:
-    """One link's job; returns the results document it wrote to ``path``."""
+def run_link(link: str, args: argparse.Namespace, path: Path, seed: int) -> Dict[str, Any]:
+    """One link's job at ``seed``; returns the results document it wrote to ``path``."""
     command = [_find_mpirun(), "-np", str(args.np), "--oversubscribe", "--bind-to", "none",
                args.python, "-m", "benchmarks.compression", "--datasets", "digits",
                "--models", args.models, "--only", args.only, "--error-feedback", "on",
-               "--seed", str(args.seed), "--json", str(path)]
+               "--seed", str(seed), "--json", str(path)]
     if args.epochs:
         command += ["--epochs", str(args.epochs)]
     if args.target is not None:
@@ -87,11 +89,21 @@ def _label(link: str) -> str:
     return "shared memory" if link == "shm" else f"{link} Gb/s"
 
 
-def _times(document: Dict[str, Any]) -> Dict[str, Dict[str, Optional[float]]]:
-    """Per model: compression label -> time to target (None: never reached)."""
+def _times(run: Dict[str, Any]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Per model: compression label -> the median time to target over the run's seeds
+    (None when fewer than half of them reached it)."""
+    by_label: Dict[str, Dict[str, List[Optional[float]]]] = {}
+    for document in run["documents"]:
+        for r in document["results"]:
+            by_label.setdefault(r["model"], {}).setdefault(r["compression"], []).append(
+                r["time_to_target_s"])
     found: Dict[str, Dict[str, Optional[float]]] = {}
-    for r in document["results"]:
-        found.setdefault(r["model"], {})[r["compression"]] = r["time_to_target_s"]
+    for model, labels in by_label.items():
+        for label, times in labels.items():
+            reached = [t for t in times if t is not None]
+            found.setdefault(model, {})[label] = (
+                statistics.median(t if t is not None else math.inf for t in times)
+                if 2 * len(reached) > len(times) else None)
     return found
 
 
@@ -100,7 +112,7 @@ def goals(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     choice's (None where a run never reached the target)."""
     rows = []
     for run in runs:
-        for model, times in _times(run["document"]).items():
+        for model, times in _times(run).items():
             fixed = {c: t for c, t in times.items() if c in FIXED and t is not None}
             best = min(fixed.items(), key=lambda item: item[1]) if fixed else (None, None)
             auto = times.get("auto")
@@ -110,7 +122,8 @@ def goals(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
                                    else None),
                 "best_fixed": best[0],
                 "auto_over_best_fixed": auto / best[1] if auto and best[1] else None,
-                "auto_choices": next((r.get("auto_choices") for r in run["document"]["results"]
+                "auto_choices": next((r.get("auto_choices") for d in run["documents"]
+                                      for r in d["results"]
                                       if r["model"] == model and r["compression"] == "auto"),
                                      None),
             })
@@ -124,17 +137,19 @@ def _ratio(value: Optional[float]) -> str:
 def summary(document: Dict[str, Any]) -> str:
     """Time to target per link and compressor, and auto against bf16 and the best fixed."""
     runs = document["runs"]
-    labels = list(dict.fromkeys(r["compression"] for run in runs
-                                for r in run["document"]["results"]))
+    labels = list(dict.fromkeys(r["compression"] for run in runs for d in run["documents"]
+                                for r in d["results"]))
+    seeds = len(runs[0]["documents"])
     lines = [f"np = {document['np']}, digits {document['models']}, emulated latency "
              f"{document['latency_s'] * 1e6:g} µs; time to "
-             f"{runs[0]['document']['results'][0]['target']:g} validation accuracy (s)", "",
+             f"{runs[0]['documents'][0]['results'][0]['target']:g} validation accuracy (s), "
+             f"median of {seeds} seed{'s' if seeds > 1 else ''}", "",
              "| link | model | " + " | ".join(labels) + " | auto / bf16 | best fixed "
              "| auto / best | auto sent |",
              "|---|---|" + "---|" * len(labels) + "---|---|---|---|"]
     by_key = {(g["link"], g["model"]): g for g in document["goals"]}
     for run in runs:
-        for model, times in _times(run["document"]).items():
+        for model, times in _times(run).items():
             g = by_key[(run["link"], model)]
             cells = ["never" if times.get(c) is None else f"{times[c]:.2f}" for c in labels]
             sent = ", ".join(sorted(set((g["auto_choices"] or {}).values())))
@@ -143,14 +158,23 @@ def summary(document: Dict[str, Any]) -> str:
                          f"| {_ratio(g['auto_over_best_fixed'])} | {sent} |")
     lines += ["", "Goals (issue 25): auto / bf16 <= 0.6 at 1 Gb/s; auto / best fixed <= 1.03 "
               "on shared memory and at 10 Gb/s. Each link's own results page: "
-              + ", ".join(f"[{_label(r['link'])}]({Path(r['file']).with_suffix('.md').name})"
-                          for r in runs) + "."]
+              + ", ".join(f"[{_label(r['link'])}]({Path(f).with_suffix('.md').name})"
+                          for r in runs for f in r["files"]) + "."]
     return "\n".join(lines)
 
 
 def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:
-    """Time to accuracy against the link (benchmarks.compression's figure of the runs)."""
-    compression.plot(plt, [run["document"] for d in documents for run in d["runs"]], path)
+    """Time to accuracy against the link (benchmarks.compression's figure), one point per
+    link and compressor: the median over the seeds."""
+    medians = []
+    for document in documents:
+        for run in document["runs"]:
+            times = _times(run)
+            first = run["documents"][0]
+            medians.append({**first, "results": [
+                {**r, "time_to_target_s": times[r["model"]][r["compression"]]}
+                for r in first["results"]]})
+    compression.plot(plt, medians, path)
 
 
 def main(argv: List[str]) -> int:
@@ -164,7 +188,10 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--models", default="cnn", help="of " + ", ".join(compression.MODELS))
     parser.add_argument("--epochs", type=int, default=None, help="default: the digits default")
     parser.add_argument("--target", type=float, default=None)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="runs per link, at seeds --seed, --seed + 1, ...: the tables and "
+                             "plot show the median time to target")
     parser.add_argument("--only", default=DEFAULT_ONLY)
     parser.add_argument("--timeout", type=float, default=3600, help="per link, seconds")
     parser.add_argument("--python", default=sys.executable,
@@ -181,8 +208,13 @@ def main(argv: List[str]) -> int:
     base = Path(args.json)
     runs = []
     for link in sorted(links, key=LINKS.index):
-        path = base.with_name(f"{base.stem}-{link if link == 'shm' else link + 'gbit'}.json")
-        runs.append({"link": link, "file": str(path), "document": run_link(link, args, path)})
+        name = f"{base.stem}-{link if link == 'shm' else link + 'gbit'}"
+        files, documents = [], []
+        for seed in range(args.seed, args.seed + args.seeds):
+            path = base.with_name(name + (f"-seed{seed}" if args.seeds > 1 else "") + ".json")
+            files.append(str(path))
+            documents.append(run_link(link, args, path, seed))
+        runs.append({"link": link, "files": files, "documents": documents})
     document = {"np": args.np, "models": args.models, "latency_s": args.latency,
                 "links": links, "runs": runs, "goals": goals(runs)}
     _results.publish(args, "compression_links", document, argv, args.np)
