@@ -168,3 +168,30 @@ def test_config_round_trip_and_names():
     assert Compression.from_config(config).get_config() == config
     assert isinstance(as_compressor("auto"), auto.AutoCompressor)
     assert as_compressor("AUTO").get_config() == Compression.auto().get_config()
+
+
+def test_decisions_are_kept_per_group_and_forgotten_when_the_ranks_change(monkeypatch):
+    """decide() without a job: the link and the agreement collectives stubbed."""
+    from tfdist import _communicator
+    compressor = auto.AutoCompressor()
+    agreed = []
+    monkeypatch.setattr(auto, "fastest_allreduce_seconds", link(100e-6, 12e-9))
+    monkeypatch.setattr(auto.AutoCompressor, "costs", lambda self, name, process_set=None: COSTS)
+    monkeypatch.setattr(auto.AutoCompressor, "_check_agreed",
+                        staticmethod(lambda choice, key, collective, ps: agreed.append(key)))
+    world, shrunk = object(), object()
+    monkeypatch.setattr(_communicator, "current", lambda: world)
+    group = specs(CNN)
+    first = compressor.decide(group, "g", ranks=4)
+    assert first.choice == "powersgd" and agreed == ["g"]
+    assert compressor.decide(group, "g", ranks=4) is first and agreed == ["g"]  # cached
+    # Other shapes under the same name are decided again; one rank decides "none" alone.
+    assert compressor.decide(specs([(100000,)]), "g", ranks=4).choice == "bf16"
+    assert compressor.decide(group, "one", ranks=1).choice == "none"
+    assert agreed == ["g", "g"]
+    # After elastic recovery (a new communicator) every rank agrees afresh.
+    monkeypatch.setattr(_communicator, "current", lambda: shrunk)
+    assert compressor.decide(group, "g", ranks=3).choice == "powersgd"
+    assert agreed == ["g", "g", "g"] and set(compressor.choices()) == {"g"}
+    # On a process set PowerSGD is not a candidate.
+    assert compressor.decide(group, "set", process_set=object(), ranks=2).choice == "bf16"

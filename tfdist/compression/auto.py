@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tfdist import _library, ops, runtime
+from tfdist import _communicator, _library, ops, runtime
 from tfdist.compression import stateful
 from tfdist.compression.base import Compressor
 from tfdist.compression.casts import BF16Compressor, FP16Compressor
@@ -308,6 +308,7 @@ class AutoCompressor(Compressor):
         self.decisions: Dict[str, Decision] = {}
         self.sent = stateful.SentBytes()  # the groups sent dense or cast; PowerSGD counts its own
         self._costs: Dict[int, CompressionCosts] = {}
+        self._membership: Any = None  # the communicator the decisions were agreed over
 
     def get_config(self) -> Dict[str, Any]:
         return {"name": self.name, "powersgd_rank": self.powersgd_rank, "half": self.half_name,
@@ -353,6 +354,13 @@ class AutoCompressor(Compressor):
         """The (cached) decision for the group ``key`` of tensors ``specs``; the agreement
         collectives are named ``collective`` (default: ``key``)."""
         collective = collective or key
+        membership = _communicator.current()
+        if membership is not self._membership:
+            # Elastic recovery changed the ranks: a replacement knows no decision, so
+            # every rank agrees afresh (a survivor's cached one would leave it alone).
+            self.decisions.clear()
+            self._costs.clear()
+            self._membership = membership
         signature = tuple(specs)
         known = self.decisions.get(key)
         if known is not None and known.signature == signature:
