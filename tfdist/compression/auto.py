@@ -260,7 +260,8 @@ def _agreed(collective: Callable[[], tf.Tensor], name: str) -> np.ndarray:
     except tf.errors.FailedPreconditionError as error:
         raise tf.errors.FailedPreconditionError(
             None, None, f"Compression.auto: the ranks' calls of {name!r} differ; every rank "
-            f"must send it with Compression.auto and the same settings ({error.message})")
+            f"must send it with Compression.auto and the same settings ({error.message})"
+        ) from error
 
 
 @dataclass(frozen=True)
