@@ -26,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import tfdist  # noqa: E402
 import tfdist.keras as hvd  # noqa: E402
+from tfdist.compression import auto  # noqa: E402
 
 WIRE = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -228,7 +229,6 @@ def rank_one_inputs(size, n, m, seed):
 
 
 def check_auto_choice_agrees():
-    from tfdist.compression import auto
     size, rank = tfdist.size(), tfdist.rank()
     # A digits-CNN-like group, eager and in a tf.function (where auto measures while
     # the function is traced), with whatever this job's link makes it choose.
@@ -256,6 +256,9 @@ def check_auto_choice_agrees():
         predicted = auto.predicted_seconds(specs, auto.fastest_allreduce_seconds,
                                            compressor.costs(name), 1)
         assert predicted == decision.predicted_seconds, (predicted, decision)
+        costs = compressor.costs(name)
+        assert 0 < costs.cast_per_byte < 1e-6 and costs.powersgd_fixed >= 0, costs
+        assert costs.powersgd_per_byte >= 0 and costs.powersgd_fixed + costs.powersgd_per_byte > 0
         rule = auto.choose(predicted, ("none", "half", "powersgd"), 0.8)
         assert decision.choice == {"half": "bf16"}.get(rule, rule), (rule, decision)
         for i, (o, x) in enumerate(zip(out, inputs)):
@@ -365,6 +368,15 @@ def check_auto_errors():
         assert "algorithm" in str(error), error
     else:
         raise AssertionError("Compression.auto with algorithm= was accepted")
+    # The cast timing's C API refuses what it cannot time.
+    for cast_code, nbytes, repetitions in ((3, 4096, 1), (2, 6, 1), (2, 0, 1), (1, 4096, 0)):
+        try:
+            auto._wire_cast_seconds(cast_code, nbytes, repetitions)
+        except ValueError as error:
+            assert "bad argument" in str(error), error
+        else:
+            raise AssertionError(f"wire cast timing accepted {cast_code, nbytes, repetitions}")
+    assert 0 < auto._wire_cast_seconds(1, 4096, 1) < 1.0
     # A rank that sends the tensor without auto meets auto's first collective and every
     # rank gets an error, not a hang.
     mine = compressor if tfdist.rank() == 0 else tfdist.Compression.none
