@@ -168,6 +168,7 @@ def test_config_round_trip_and_names():
     assert Compression.from_config(config).get_config() == config
     assert isinstance(as_compressor("auto"), auto.AutoCompressor)
     assert as_compressor("AUTO").get_config() == Compression.auto().get_config()
+    assert as_compressor("auto") is as_compressor("auto")  # its decisions are kept
 
 
 def test_decisions_are_kept_per_group_and_forgotten_when_the_ranks_change(monkeypatch):

@@ -33,6 +33,7 @@ __all__ = ["AutoCompressor", "BF16Compressor", "Compression", "Compressor", "FP1
 _NONE = Compressor()
 _FP16 = FP16Compressor()
 _BF16 = BF16Compressor()
+_AUTO = AutoCompressor()
 
 #: Compressor name -> a function of its ``get_config()`` dict that makes it.
 #: The stateless ones are shared instances; top-k and PowerSGD keep state,
@@ -125,7 +126,9 @@ def as_compressor(value: Any, argument: str = "compression") -> Compressor:
         if key == "powersgd":
             return Compression.powersgd()
         if key == "auto":
-            return Compression.auto()
+            # One shared instance, so that a call site passing the name each step keeps its
+            # decisions instead of agreeing afresh every call.
+            return _AUTO
         if key == "topk":
             raise ValueError(f"{argument}='topk' needs the share of entries to send: "
                              "use tfdist.Compression.topk(ratio), e.g. topk(0.01)")
