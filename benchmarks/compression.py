@@ -16,7 +16,9 @@ PowerSGD rank 2, the lossy ones with and without error feedback, and top-k 1%
 with momentum correction ("topk(0.01)+mc": ``Compression.topk(0.01,
 momentum=M)`` with an SGD optimizer without momentum, M being --momentum) and
 the same dense for the first two epochs ("topk(0.01)+mc+wu": ``start_step`` =
-2 epochs of steps; its wire bytes are those of the sparse steps). Every run
+2 epochs of steps; its wire bytes are those of the sparse steps), and
+``Compression.auto(powersgd_rank=2)`` ("auto", whose records also say what
+each gradient group went as and the predicted times it chose by). Every run
 starts from the same seed. Per run it reports the final validation accuracy,
 the bytes this rank puts on the wire per step, the median step time and the
 training time until the validation accuracy first reaches the target
@@ -106,6 +108,10 @@ def compressors(momentum: float) -> List[Dict[str, Any]]:
     for ef in (True, False):
         runs.append({"compression": "powersgd(2)", "error_feedback": ef,
                      "make": (lambda ef=ef: tfdist.Compression.powersgd(2, error_feedback=ef))})
+    if hasattr(tfdist.Compression, "auto"):
+        # none, bf16 or PowerSGD rank 2 (with error feedback) per group, by measured cost.
+        runs.append({"compression": "auto", "error_feedback": None,
+                     "make": lambda: tfdist.Compression.auto(powersgd_rank=2)})
     return runs
 
 
@@ -186,6 +192,10 @@ def train(dataset: str, kind: str, run: Dict[str, Any], data, args, epochs: int,
         "epoch_times_s": epoch_times,
         "steps": steps,
     }
+    if hasattr(compressor, "choices"):  # Compression.auto: what each group went as, and why
+        record["auto_choices"] = compressor.choices()
+        record["auto_predicted_s"] = {key: d.predicted_seconds
+                                      for key, d in compressor.decisions.items()}
     bandwidth = os.environ.get("TFDIST_EMULATED_BANDWIDTH")
     if bandwidth:
         # What this rank's sends alone take on its emulated NIC, per step (no latency).
@@ -326,6 +336,9 @@ def main(argv: List[str]) -> int:
                              + ")")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="", help="comma-separated compression labels to run")
+    parser.add_argument("--error-feedback", choices=("both", "on"), default="both",
+                        help="'on' leaves out the top-k and PowerSGD runs without error "
+                             "feedback")
     _results.add_arguments(parser)
     args = parser.parse_args(argv)
     _results.check_arguments(parser, args)
@@ -363,6 +376,8 @@ def main(argv: List[str]) -> int:
             parser.error(f"--only: unknown compression label(s) {sorted(unknown)}; expected "
                          f"some of {sorted({r['compression'] for r in runs})}")
         runs = [r for r in runs if r["compression"] in wanted or r["compression"] == "none"]
+    if args.error_feedback == "on":
+        runs = [r for r in runs if r["error_feedback"] is not False]
     records = []
     for dataset in datasets:
         defaults = DATASET_DEFAULTS[dataset]

@@ -168,3 +168,41 @@ def test_recovery_timelines_draw_from_the_elastic_results(tmp_path):
     _results.draw([_results.load(str(RESULTS / "elastic-np4.json"))],
                   str(tmp_path / "elastic.png"))
     assert (tmp_path / "elastic.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _compression_run(link, times):
+    """A benchmarks.compression document of one link with these times to target."""
+    environment = {} if link == "shm" else {"TFDIST_VIRTUAL_HOSTS": "4",
+                                            "TFDIST_EMULATED_BANDWIDTH": str(1.25e8 * int(link))}
+    return {"np": 4, "tfdist_environment": environment, "results": [
+        {"dataset": "digits", "model": "cnn", "target": 0.95, "compression": name,
+         "error_feedback": None, "time_to_target_s": seconds,
+         **({"auto_choices": {"g": "powersgd"}} if name == "auto" else {})}
+        for name, seconds in times.items()]}
+
+
+def test_compression_links_goals_summary_and_plot(tmp_path):
+    from benchmarks import compression_links
+    # Two seeds at 1 Gb/s: medians (top-k reached the target once in two: never).
+    runs = [{"link": "1", "files": ["x-1gbit-seed0.json", "x-1gbit-seed1.json"], "documents": [
+                _compression_run("1", {"none": 40.0, "bf16": 20.0, "topk(0.01)": None,
+                                       "powersgd(2)": 9.0, "auto": 10.0}),
+                _compression_run("1", {"none": 44.0, "bf16": 22.0, "topk(0.01)": 30.0,
+                                       "powersgd(2)": 9.0, "auto": 12.0})]},
+            {"link": "shm", "files": ["x-shm.json"], "documents": [_compression_run(
+                "shm", {"none": 5.0, "bf16": 6.0, "topk(0.01)": 8.0, "powersgd(2)": 7.0,
+                        "auto": 5.1})]}]
+    goals = compression_links.goals(runs)
+    assert [(g["link"], g["best_fixed"]) for g in goals] == [("1", "powersgd(2)"),
+                                                             ("shm", "none")]
+    assert goals[0]["auto_over_bf16"] == pytest.approx(11.0 / 21.0)
+    assert goals[0]["auto_over_best_fixed"] == pytest.approx(11.0 / 9.0)
+    assert goals[1]["auto_over_best_fixed"] == pytest.approx(1.02)
+    document = {"np": 4, "models": "cnn", "latency_s": 5e-5, "links": ["1", "shm"],
+                "runs": runs, "goals": goals}
+    text = compression_links.summary(document)
+    assert "| 1 Gb/s | cnn | 42.00 | 21.00 | never | 9.00 | 11.00 | 0.52 | powersgd(2) " \
+           "| 1.22 | powersgd |" in text, text
+    _results.draw([{"metadata": {"benchmark": "compression_links"}, **document}],
+                  str(tmp_path / "links.png"))
+    assert (tmp_path / "links.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,11 @@ grouped, several dtypes) against numpy's own float16 / ml_dtypes' bfloat16
 rounding of the same values; Average does not overflow where float32's
 average fits float16; the wire-byte counters against the ring's formula;
 the bad-argument errors; DistributedGradientTape and Keras ``fit`` with a
-compressed optimizer against a numpy SGD reference; and a compressed
-optimizer saved to .keras and loaded back with hvd.load_model. Each check is
+compressed optimizer against a numpy SGD reference; a compressed
+optimizer saved to .keras and loaded back with hvd.load_model; and
+Compression.auto (its choice the same on every rank and the pure rule's,
+its results those of the compressor it chose, against numpy; in an
+optimizer and a tape; its errors). Each check is
 registered by name in CHECKS and is a test of its own in
 tests/mpi/test_compression_dense.py.
 """
@@ -23,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import tfdist  # noqa: E402
 import tfdist.keras as hvd  # noqa: E402
+from tfdist.compression import auto  # noqa: E402
 
 WIRE = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -198,6 +202,192 @@ def check_fit_and_saving_in_a_temporary_directory():
         check_fit_and_saving(directory)
 
 
+def auto_reference(choice, inputs, scale, what):
+    """Asserts that ``result`` is what ``choice`` gives for ``inputs`` (each rank's),
+    against numpy: none the exact sum (to float32 rounding), bf16/fp16 within the wire
+    bound; PowerSGD is checked on inputs whose sum it represents exactly."""
+    def check(result):
+        result = np.asarray(result, dtype=np.float64)
+        if choice in WIRE:
+            assert_wire_result(result.ravel(), [x.ravel() for x in inputs], choice, scale,
+                               what)
+        else:
+            want = np.sum([x.astype(np.float64) * scale for x in inputs], axis=0)
+            # none: float32 sums; PowerSGD: float32 products of orthonormalised factors.
+            tolerance = 1e-4 if choice == "powersgd" else 1e-5
+            np.testing.assert_allclose(result, want, rtol=tolerance, atol=tolerance,
+                                       err_msg=what)
+    return check
+
+
+def rank_one_inputs(size, n, m, seed):
+    """Each rank's n×m rank-1 matrix u_r·vᵀ with a shared v: their sum is rank 1, which
+    PowerSGD of rank 1 (and error feedback or not) delivers exactly on its first step."""
+    v = np.random.RandomState(seed).normal(0, 1, m)
+    return [np.outer(np.random.RandomState(seed + 1 + r).normal(0, 1, n), v).astype(np.float32)
+            for r in range(size)]
+
+
+def check_auto_choice_agrees():
+    size, rank = tfdist.size(), tfdist.rank()
+    # A digits-CNN-like group, eager and in a tf.function (where auto measures while
+    # the function is traced), with whatever this job's link makes it choose.
+    shapes = [(3, 3, 1, 16), (16,), (3, 3, 16, 32), (32,), (512, 64), (64,), (64, 10), (10,)]
+    inputs = [[rank_one_inputs(size, int(np.prod(s[:-1])), s[-1], 10 * i)[r].reshape(s)
+               if len(s) > 1 else rank_values(r, s[0], seed=i) for r in range(size)]
+              for i, s in enumerate(shapes)]
+    for mode in ("eager", "function"):
+        compressor = tfdist.Compression.auto(powersgd_rank=1)
+        name = f"auto.cnn.{mode}"
+
+        def call(tensors):
+            return tfdist.grouped_allreduce(tensors, op=tfdist.Average, name=name,
+                                            compression=compressor)
+        if mode == "function":
+            call = tf.function(call)
+        out = call([x[rank] for x in inputs])
+        decision = compressor.decisions[name]
+        # Every rank decided alike, on the same predictions, and as the pure rule does
+        # on the agreed costs and the cost model's curves.
+        everyone = tfdist.allgather_object((decision.choice, decision.predicted_seconds,
+                                            compressor.costs(name)))
+        assert all(e == everyone[0] for e in everyone), everyone
+        specs = [auto.TensorSpec(s, 4, True) for s in shapes]
+        predicted = auto.predicted_seconds(specs, auto.fastest_allreduce_seconds,
+                                           compressor.costs(name), 1)
+        assert predicted == decision.predicted_seconds, (predicted, decision)
+        costs = compressor.costs(name)
+        assert 0 < costs.cast_per_byte < 1e-6 and costs.powersgd_fixed >= 0, costs
+        assert costs.powersgd_per_byte >= 0 and costs.powersgd_fixed + costs.powersgd_per_byte > 0
+        rule = auto.choose(predicted, ("none", "half", "powersgd"), 0.8)
+        assert decision.choice == {"half": "bf16"}.get(rule, rule), (rule, decision)
+        for i, (o, x) in enumerate(zip(out, inputs)):
+            auto_reference(decision.choice, x, 1.0 / size, f"{mode} {i} {decision}")(o.numpy())
+        # The results are the same on every rank.
+        gathered = tfdist.allgather_object([o.numpy() for o in out])
+        for theirs in gathered:
+            for a, b in zip(theirs, gathered[0]):
+                np.testing.assert_array_equal(a, b)
+
+
+def check_auto_gives_the_chosen_compressors_results():
+    size, rank = tfdist.size(), tfdist.rank()
+    inputs = [rank_one_inputs(size, 96, 40, 5), [rank_values(r, 40, seed=3) for r in range(size)]]
+    for only in ("none", "bf16", "fp16", "powersgd"):
+        half = "fp16" if only == "fp16" else "bf16"
+        compressor = tfdist.Compression.auto(powersgd_rank=1, half=half, candidates=(only,))
+        name = f"auto.only.{only}"
+        out = tfdist.grouped_allreduce([x[rank] for x in inputs], op=tfdist.Sum, name=name,
+                                       compression=compressor)
+        assert compressor.choices() == {name: only}, compressor.choices()
+        for i, (o, x) in enumerate(zip(out, inputs)):
+            auto_reference(only, x, 1.0, f"{only} {i}")(o.numpy())
+        # Bit for bit the chosen compressor's own result on the same call.
+        chosen = {"none": tfdist.Compression.none, "bf16": tfdist.Compression.bf16,
+                  "fp16": tfdist.Compression.fp16,
+                  "powersgd": tfdist.Compression.powersgd(1)}[only]
+        tfdist.runtime.restore_rank_state({})
+        again = tfdist.grouped_allreduce([x[rank] for x in inputs], op=tfdist.Sum, name=name,
+                                         compression=chosen)
+        for a, b in zip(out, again):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    tfdist.runtime.restore_rank_state({})
+    # One tensor through tfdist.allreduce, as auto decides per call.
+    x = rank_values(rank, 3000, seed=4)
+    compressor = tfdist.Compression.auto()
+    out = tfdist.allreduce(x, op=tfdist.Sum, name="auto.single", compression=compressor)
+    choice = compressor.choices()["auto.single"]
+    assert choice in ("none", "bf16"), choice  # a vector: PowerSGD cannot factor it
+    auto_reference(choice, [rank_values(r, 3000, seed=4) for r in range(size)], 1.0,
+                   "single")(out.numpy())
+
+
+def check_auto_in_tape_and_optimizer():
+    size, rank = tfdist.size(), tfdist.rank()
+    # Forced PowerSGD through a tape: a rank-1 sum of rank-1 gradients, delivered exactly.
+    inputs = rank_one_inputs(size, 64, 32, 9)
+    w = tf.Variable(np.zeros((64, 32), np.float32))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(w * inputs[rank])
+    compressor = tfdist.Compression.auto(powersgd_rank=1, candidates=("powersgd",))
+    tape = hvd.DistributedGradientTape(tape, compression=compressor)
+    (grad,) = tape.gradient(loss, [w])
+    assert set(compressor.choices().values()) == {"powersgd"}, compressor.choices()
+    auto_reference("powersgd", inputs, 1.0 / size, "tape")(grad.numpy())
+    tfdist.runtime.restore_rank_state({})
+    # Keras fit: one SGD step on the averaged gradient of whatever auto chose, the same
+    # weights on every rank; the setting survives get_config.
+    rng = np.random.RandomState(1)
+    w0 = rng.normal(0, 0.5, (4, 1)).astype(np.float32)
+    xs = [np.random.RandomState(10 + r).normal(0, 1, (8, 4)).astype(np.float32)
+          for r in range(size)]
+    ys = [np.random.RandomState(20 + r).normal(0, 1, (8, 1)).astype(np.float32)
+          for r in range(size)]
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1, use_bias=False)])
+    model.set_weights([w0])
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1),
+                                         compression=hvd.Compression.auto())
+    model.compile(optimizer=optimizer, loss="mse")
+    model.fit(xs[rank], ys[rank], batch_size=8, epochs=1, verbose=0)
+    used = model.optimizer.distributed_settings.compression
+    assert used.get_config() == hvd.Compression.auto().get_config(), used.get_config()
+    (choice,) = set(used.choices().values())
+    assert choice in ("none", "bf16"), choice  # a 4×1 kernel: nothing to factor
+    grads = [((2.0 / 8) * x.T @ (x @ w0 - y)).ravel() for x, y in zip(xs, ys)]
+    got = model.get_weights()[0].ravel()
+    if choice == "none":
+        expected = w0.ravel() - 0.1 * np.mean(grads, axis=0)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    else:
+        total, bound = reference(grads, choice, 1.0 / size)
+        assert np.all(np.abs(got - (w0.ravel() - 0.1 * total)) <= 0.1 * bound + 1e-6), got
+    weights = tfdist.allgather_object(model.get_weights()[0])
+    for theirs in weights:
+        np.testing.assert_array_equal(theirs, weights[0])
+
+
+def check_auto_errors():
+    x = tf.ones(4)
+    compressor = tfdist.Compression.auto()
+    for op in (tfdist.Min, tfdist.Max, tfdist.Product):
+        try:
+            tfdist.allreduce(x, op=op, name="auto.bad_op", compression=compressor)
+        except ValueError as error:
+            assert "compression" in str(error) and op.name in str(error), error
+        else:
+            raise AssertionError(f"Compression.auto with {op.name} was accepted")
+    try:
+        tfdist.allreduce(x, compression=compressor)
+    except ValueError as error:
+        assert "name=" in str(error) and "auto" in str(error), error
+    else:
+        raise AssertionError("Compression.auto without a name was accepted")
+    try:
+        tfdist.allreduce(x, name="auto.algorithm", algorithm="ring", compression=compressor)
+    except ValueError as error:
+        assert "algorithm" in str(error), error
+    else:
+        raise AssertionError("Compression.auto with algorithm= was accepted")
+    # The cast timing's C API refuses what it cannot time.
+    for cast_code, nbytes, repetitions in ((3, 4096, 1), (2, 6, 1), (2, 0, 1), (1, 4096, 0)):
+        try:
+            auto._wire_cast_seconds(cast_code, nbytes, repetitions)
+        except ValueError as error:
+            assert "bad argument" in str(error), error
+        else:
+            raise AssertionError(f"wire cast timing accepted {cast_code, nbytes, repetitions}")
+    assert 0 < auto._wire_cast_seconds(1, 4096, 1) < 1.0
+    # A rank that sends the tensor without auto meets auto's first collective and every
+    # rank gets an error, not a hang.
+    mine = compressor if tfdist.rank() == 0 else tfdist.Compression.none
+    try:
+        tfdist.allreduce(x, op=tfdist.Sum, name="auto.mismatch", compression=mine)
+    except tf.errors.FailedPreconditionError as error:
+        assert "auto.mismatch" in str(error), error
+    else:
+        raise AssertionError("a rank without Compression.auto was not stopped")
+
+
 CHECKS = Checks()
 CHECKS.setup(lambda: tfdist.init())
 CHECKS.check("allreduce")(check_allreduce)
@@ -205,6 +395,11 @@ CHECKS.check("counters")(check_counters)
 CHECKS.check("errors")(check_errors)
 CHECKS.check("tape")(check_tape)
 CHECKS.check("fit_and_saving")(check_fit_and_saving_in_a_temporary_directory)
+CHECKS.check("auto_choice_agrees")(check_auto_choice_agrees)
+CHECKS.check("auto_gives_the_chosen_compressors_results")(
+    check_auto_gives_the_chosen_compressors_results)
+CHECKS.check("auto_in_tape_and_optimizer")(check_auto_in_tape_and_optimizer)
+CHECKS.check("auto_errors")(check_auto_errors)
 
 
 def main():
