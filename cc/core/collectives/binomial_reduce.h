@@ -1,5 +1,5 @@
-// The reduce half of tree allreduce, shared with the control plane's AND
-// allreduce (control/transport_control_plane.cc).
+// The reduce half of tree allreduce. (The control plane's AND used to share
+// it; it now exchanges by recursive doubling, one latency per round at P=2.)
 //
 // In round k (k = 0, 1, ...), a rank whose lowest set bit is 2^k sends its
 // partial result to rank - 2^k and is done; a rank with bit k clear receives
