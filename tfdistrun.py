@@ -304,7 +304,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--spares", type=int, default=None,
                         help="with --elastic: warm spare processes (TensorFlow imported, "
                              "waiting) that recovery merges in instead of starting "
-                             "replacements (default 1 when --max-np allows regrowth)")
+                             "replacements when --max-np allows regrowth (default 0; "
+                             "docs/elastic.md)")
     parser.add_argument("--host-discovery-script", default=None,
                         help="with --elastic: a program printing host[:slots] lines where "
                              "replacements may start (default: the surviving hosts)")

@@ -220,13 +220,15 @@ class LaunchInfo:
 
         0 when elastic recovery is off, or when recovery would not spawn
         replacements (--max-np below ``size``, so one failure leaves enough
-        ranks); else TFDIST_ELASTIC_SPARES, by default 1.
+        ranks); else TFDIST_ELASTIC_SPARES, by default 0 (docs/elastic.md,
+        "Warm spares": after a recovery with spares, MPI_Finalize at the job's
+        end can wait past the exit guard).
         """
         if self.elastic_off_reason(environ) is not None:
             return 0
         if self.max_np is None or self.max_np < size:
             return 0
-        wanted = 1 if self.elastic_spares is None else self.elastic_spares
+        wanted = 0 if self.elastic_spares is None else self.elastic_spares
         if wanted < 0:
             raise ConfigError(f"TFDIST_ELASTIC_SPARES={wanted}: expected a number of spare "
                               "processes, 0 or more")

@@ -178,8 +178,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("elastic_spares", "int", None,
             "Set by tfdistrun --spares: how many warm spare processes (TensorFlow "
             "already imported, waiting without training) rank 0 keeps for elastic "
-            "recovery to merge in instead of starting replacements; unset: 1 when "
-            "--max-np allows regrowth, else 0 (docs/elastic.md).", scope="launch"),
+            "recovery to merge in instead of starting replacements, when --max-np allows "
+            "regrowth; unset: 0 (docs/elastic.md, Warm spares).", scope="launch"),
     Setting("elastic_replacement", "bool", False,
             "Set by elastic recovery on the replacement processes it spawns: their "
             "tfdist.init() joins the survivors instead of starting a new job.",

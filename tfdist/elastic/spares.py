@@ -1,8 +1,8 @@
 """Warm spares: processes started before a failure that elastic recovery merges in.
 
 Rank 0 of an elastic job keeps ``LaunchInfo.spares_wanted`` spare
-processes (TFDIST_ELASTIC_SPARES, tfdistrun --spares; default 1 when
---max-np allows regrowth). Each is spawned by rank 0 alone
+processes (TFDIST_ELASTIC_SPARES, tfdistrun --spares, when --max-np allows
+regrowth; default 0). Each is spawned by rank 0 alone
 (``MPI.COMM_SELF.Spawn``, in a background thread: no other rank takes part
 and training goes on), runs ``tfdist/elastic/warm_spare.py``, which
 initialises MPI, imports TensorFlow and runs the job's own program up to its

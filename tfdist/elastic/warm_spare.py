@@ -51,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         _run_program(program)
     except spares.SpareReleased:
-        return 0
+        return 0  # MPI_Finalize at exit (PRRTE takes an exit without it for a failure)
     return 0
 
 
