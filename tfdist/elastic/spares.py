@@ -40,7 +40,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 #: Rank 0's orders to a spare (``("join", port)`` or ``("exit", None)``), the
 #: spare's answer to a join, and the hello a spare sends once MPI is up.
-ORDER_TAG, ANSWER_TAG, HELLO_TAG = 7301, 7302, 7303
+ORDER_TAG, ANSWER_TAG, HELLO_TAG, WAITING_TAG = 7301, 7302, 7303, 7304
 #: A spare tests for an order this often (and sleeps in between).
 POLL_SECONDS = 0.025
 #: How long rank 0 waits for a spare to answer a join order: a spare spawned
@@ -91,10 +91,25 @@ class Spare:
         self.inter = inter
         self.host = host
         self.pid = pid
+        # Completes when the spare waits in init() (its imports are done).
+        self._waiting = inter.irecv(bytearray(64), source=0, tag=WAITING_TAG) \
+            if inter is not None else None
+        self._warm = False
+
+    def warm(self) -> bool:
+        """Whether the spare has reached its wait (imports done): a join is then at once."""
+        if not self._warm and self._waiting is not None:
+            try:
+                self._warm = bool(self._waiting.test()[0])
+            except Exception:  # noqa: BLE001  (a dead spare)
+                return False
+        return self._warm
 
     def free(self) -> None:
         """Frees the intercommunicator (local), so that MPI_Finalize does not disconnect it."""
         try:
+            if self._waiting is not None and not self.warm():
+                self._waiting.Cancel()
             self.inter.Free()
         except Exception:  # noqa: BLE001  (MPI finalized, or the spare is gone)
             pass
@@ -274,9 +289,13 @@ def claim_spares(rank: int, count: int) -> List[str]:
     return _holder.pool.claim(count)
 
 
-def ready_spares() -> int:
-    """How many spares this process holds now (0 unless it is rank 0 of an elastic job)."""
-    return 0 if _holder.pool is None else len(_holder.pool.ready)
+def warm_spares() -> int:
+    """How many of this process's spares wait in init(), their imports done (0 unless it
+    is rank 0 of an elastic job with spares)."""
+    if _holder.pool is None:
+        return 0
+    with _holder.pool._lock:  # pylint: disable=protected-access
+        return sum(spare.warm() for spare in _holder.pool.ready)
 
 
 def release_spares() -> None:
@@ -331,6 +350,7 @@ def wait_until_needed() -> Any:
     from mpi4py import MPI
 
     parent = _spare.parent
+    parent.send(b"waiting", dest=0, tag=WAITING_TAG)
     order = parent.irecv(bytearray(ORDER_BYTES), source=0, tag=ORDER_TAG)
     checked = time.monotonic()
     message = None
