@@ -40,7 +40,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 #: Rank 0's orders to a spare (``("join", port)`` or ``("exit", None)``), the
 #: spare's answer to a join, and the hello a spare sends once MPI is up.
-ORDER_TAG, ANSWER_TAG, HELLO_TAG, WAITING_TAG = 7301, 7302, 7303, 7304
+ORDER_TAG, ANSWER_TAG, HELLO_TAG, WAITING_TAG, BYE_TAG = 7301, 7302, 7303, 7304, 7305
 #: A spare tests for an order this often (and sleeps in between).
 POLL_SECONDS = 0.025
 #: How long rank 0 waits for a spare to answer a join order: a spare spawned
@@ -178,17 +178,39 @@ class SparePool:
         return ports
 
     def release(self) -> None:
-        """At exit: tells every spare to end (exit code 0) and frees their communicators."""
+        """At exit: tells every spare to end (exit code 0) and frees their communicators.
+
+        Waits for each spare to reach its wait first (a spare still importing
+        TensorFlow would otherwise send to this process after it has left
+        MPI, and block there for good, holding up the job's end), then for its
+        goodbye, so that the spare's last message to this process is sent
+        while this process is still in MPI.
+        """
         self._closing = True
         self.wait_spawning()
         with self._lock:
             spares, self.ready = self.ready, []
         for spare in spares:
-            try:
-                spare.inter.send(("exit", None), dest=0, tag=ORDER_TAG)
-            except Exception:  # noqa: BLE001  (a dead spare: nothing to tell)
-                pass
+            if _wait_for(spare, spare.warm):
+                try:
+                    spare.inter.send(("exit", None), dest=0, tag=ORDER_TAG)
+                    bye = spare.inter.irecv(bytearray(64), source=0, tag=BYE_TAG)
+                    if not _wait_for(spare, lambda: bool(bye.test()[0])):
+                        bye.Cancel()
+                except Exception:  # noqa: BLE001  (a dead spare: nothing to tell)
+                    pass
             spare.free()
+
+
+def _wait_for(spare: Spare, done: Callable[[], bool]) -> bool:
+    """Polls ``done`` until it is true (True), or the spare died or took longer than
+    ANSWER_TIMEOUT_SECONDS (False)."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_SECONDS
+    while not done():
+        if process_alive(spare.host, spare.pid) is False or time.monotonic() > deadline:
+            return False
+        time.sleep(POLL_SECONDS)
+    return True
 
 
 def _order_join(spare: Spare, port: str) -> bool:
@@ -373,6 +395,7 @@ def wait_until_needed() -> Any:
         time.sleep(POLL_SECONDS)
     action, port = message
     if action != "join":
+        parent.send(b"bye", dest=0, tag=BYE_TAG)  # rank 0 waits for it in MPI
         _leave(parent, "the job ended")
     parent.send(b"ok", dest=0, tag=ANSWER_TAG)
     inter = MPI.COMM_SELF.Connect(port)
