@@ -38,6 +38,8 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
+from tfdist.config import LaunchInfo
+
 #: Rank 0's orders to a spare (``("join", port)`` or ``("exit", None)``), the
 #: spare's answer to a join, and the hello a spare sends once MPI is up.
 ORDER_TAG, ANSWER_TAG, HELLO_TAG, WAITING_TAG, BYE_TAG = 7301, 7302, 7303, 7304, 7305
@@ -290,8 +292,6 @@ def keep_spares(rank: int, size: int, program: Callable[[], List[str]],
                 hosts: Callable[[], List[str]]) -> None:
     """On rank 0 of an elastic job that wants spares: spawns them in the background (or
     tops them up). Other ranks, and jobs without spares, do nothing."""
-    from tfdist.config import LaunchInfo
-
     if rank != 0:
         return
     wanted = LaunchInfo.from_environment().spares_wanted(size)

@@ -19,7 +19,7 @@ from typing import List, Optional
 from mpi4py import MPI  # first: MPI_Init completes rank 0's spawn
 
 from tfdist import _communicator
-from tfdist.elastic import spares
+from tfdist.elastic import membership, spares
 
 
 def _run_program(program: List[str]) -> None:
@@ -43,7 +43,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     spares.become_spare(parent, host, pid)
 
     def wait():
-        from tfdist.elastic import membership
         return membership.join_as_spare(spares.wait_until_needed())
 
     _communicator.wait_as_spare(wait)
