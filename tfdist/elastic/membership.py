@@ -193,7 +193,9 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
     process_sets.init(merged)
     phases["rebuild_runtime"] = time.perf_counter() - mark
     _current.last_phases = phases
-    schedule_spares()
+    # No top-up of the warm spares after a failure: a spare spawned by rank 0
+    # after one was seen to block for good in its first send to rank 0
+    # (inside Open MPI's PMIx_Get), holding up the job's end (docs/elastic.md).
     return merged
 
 
@@ -225,14 +227,12 @@ def join_as_spare(merged: Any) -> Any:
     (later spares, replacements) as the survivors do; returns the final communicator."""
     info = LaunchInfo.from_environment()
     merged = spares.accept_more(merged, [])
-    merged = _spawn_missing(merged, 0, info)
-    schedule_spares()
-    return merged
+    return _spawn_missing(merged, 0, info)
 
 
 def schedule_spares() -> None:
-    """Rank 0 tops its warm spares up at the next ``State.commit()`` (after the job's
-    first step, or the first step after a recovery: off the recovery's critical path)."""
+    """Rank 0 starts its warm spares at the next ``State.commit()`` (after the job's first
+    step: off the start's critical path). run() calls it when it starts."""
     spares.schedule(_keep_spares_now)
 
 

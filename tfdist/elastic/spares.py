@@ -15,8 +15,10 @@ On a failure the survivors revoke and shrink as before; then, if the process
 that holds the spares is still rank 0, it sends a spare a port name (MPI
 ports: ``Open_port``), the spare answers, connects, and the survivors
 ``Accept`` it and ``Merge`` (survivors first), one spare at a time; no
-process starts on the critical path. Rank 0 then spawns new spares in the
-background. At exit rank 0 tells its spares to end; they exit with code 0.
+process starts on the critical path. Spares are not replaced after a
+failure (a spare spawned after one was seen to block in Open MPI), so K
+spares cover the job's first K lost ranks. At exit rank 0 tells its spares
+to end; they exit with code 0.
 docs/elastic.md ("Warm spares") has the whole sequence and its limits.
 
 Only rank 0 talks to spares, so no other rank's failure touches them. Why

@@ -106,8 +106,8 @@ class State:
     def commit(self) -> None:
         """Saves the state in host memory: ``restore()`` comes back here. Cheap (a copy).
 
-        In an elastic job, rank 0's first commit after the start and after each
-        recovery also starts its warm spares in the background (docs/elastic.md).
+        In an elastic job with warm spares, rank 0's first commit also starts them
+        in the background (docs/elastic.md).
         """
         self.save()
         spares.after_commit()
