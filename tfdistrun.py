@@ -301,6 +301,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-np", type=int, default=None,
                         help="with --elastic: spawn replacements back up to this many ranks "
                              "(default: -np)")
+    parser.add_argument("--spares", type=int, default=None,
+                        help="with --elastic: warm spare processes (TensorFlow imported, "
+                             "waiting) that recovery merges in instead of starting "
+                             "replacements when --max-np allows regrowth (default 0; "
+                             "docs/elastic.md)")
     parser.add_argument("--host-discovery-script", default=None,
                         help="with --elastic: a program printing host[:slots] lines where "
                              "replacements may start (default: the surviving hosts)")
@@ -344,6 +349,8 @@ def _settings(args: argparse.Namespace) -> Dict[str, str]:
         settings["TFDIST_MAX_NP"] = str(args.max_np if args.max_np is not None else args.np)
         if args.min_np is not None:
             settings["TFDIST_MIN_NP"] = str(args.min_np)
+        if args.spares is not None:
+            settings["TFDIST_ELASTIC_SPARES"] = str(args.spares)
         if args.host_discovery_script:
             settings["TFDIST_HOST_DISCOVERY_SCRIPT"] = args.host_discovery_script
     return settings
@@ -351,6 +358,7 @@ def _settings(args: argparse.Namespace) -> Dict[str, str]:
 
 def _check_elastic(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     given = [name for name, value in (("--min-np", args.min_np), ("--max-np", args.max_np),
+                                      ("--spares", args.spares),
                                       ("--host-discovery-script", args.host_discovery_script))
              if value is not None]
     if not args.elastic:
@@ -361,6 +369,8 @@ def _check_elastic(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         parser.error(f"--min-np must be between 1 and -np ({args.np}), got {args.min_np}")
     if args.max_np is not None and args.max_np < args.np:
         parser.error(f"--max-np must be at least -np ({args.np}), got {args.max_np}")
+    if args.spares is not None and args.spares < 0:
+        parser.error(f"--spares must not be negative, got {args.spares}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

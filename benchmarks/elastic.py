@@ -1,6 +1,7 @@
 """Elastic recovery: kill -9 of one of 4 ranks; time to the survivors' next step, and to 4 ranks again.
 
-    python -m benchmarks.elastic [--np 4] [--json docs/results/elastic-np4.json] [--plot]
+    python -m benchmarks.elastic [--np 4] [--modes continue,regrow,regrow_spare]
+        [--json docs/results/elastic-np4.json] [--plot]
 
 Runs two jobs with ``tfdistrun --elastic`` (this module is also the
 ranks' program). In each, the ranks train a small model (an allreduce of a
@@ -9,14 +10,18 @@ kills itself with SIGKILL in the middle of a step, noting the time first.
 
 - ``continue``: no replacement (TFDIST_MAX_NP = np - 1): the time from the
   kill to the survivors' next completed step, at np - 1 ranks.
-- ``regrow``: --max-np = np: a replacement is spawned (it starts Python and
-  imports TensorFlow) and joins; the time from the kill to the first step
-  completed at np ranks again.
+- ``regrow``: --max-np = np, no spares: a replacement is spawned (it starts
+  Python and imports TensorFlow) and joins; the time from the kill to the
+  first step completed at np ranks again.
+- ``regrow_spare``: --max-np = np, ``--spares 1``: rank 0 keeps a warm spare
+  (started at the first commit; the ranks wait before the kill step until it
+  waits in its init(), imports done), which joins instead.
 
-For both, rank 0's recovery phases: detect (kill to the error on rank 0),
-stop_runtime, shrink, spawn (spawn and merge, the replacement's start-up
-included), rebuild_runtime (tfdist.init over the new communicator) and
-sync_state (restore and sync of the committed state).
+For each, rank 0's recovery phases: detect (kill to the error on rank 0),
+stop_runtime, shrink, join_spares (ordering warm spares in and merging
+them), spawn (spawn and merge of replacements, their start-up included),
+rebuild_runtime (tfdist.init over the new communicator) and sync_state
+(restore and sync of the committed state).
 """
 from __future__ import annotations
 
@@ -36,7 +41,11 @@ from benchmarks import _results
 GRADIENT_FLOATS = 256 * 1024  # 1 MiB of float32
 KILL_AT_STEP = 20
 STEPS_AFTER = 5
-PHASES = ("detect", "stop_runtime", "shrink", "spawn", "rebuild_runtime", "sync_state")
+PHASES = ("detect", "stop_runtime", "shrink", "join_spares", "spawn", "rebuild_runtime",
+          "sync_state")
+MODES = ("continue", "regrow", "regrow_spare")
+#: How long the ranks wait, before the kill step, for the warm spare to be ready.
+SPARE_WARMUP_TIMEOUT = 240.0
 
 
 def _rank_main(mode: str, out: str) -> None:
@@ -45,7 +54,7 @@ def _rank_main(mode: str, out: str) -> None:
     import tensorflow as tf
 
     import tfdist
-    from tfdist.elastic import membership
+    from tfdist.elastic import membership, spares
 
     tfdist.init()
     first_size = tfdist.size()  # a replacement joins a job back at full size
@@ -55,9 +64,22 @@ def _rank_main(mode: str, out: str) -> None:
     kill_file = Path(out) / "killed_at"
     completed: List[Any] = []  # (time, size) of each step after the kill
 
+    def wait_for_warm_spare() -> None:
+        # Every rank waits (rank 0 says when) until rank 0's spare waits in its init().
+        deadline = time.monotonic() + SPARE_WARMUP_TIMEOUT
+        while not tfdist.broadcast_object(spares.warm_spares() > 0, root_rank=0):
+            if time.monotonic() > deadline:
+                raise AssertionError("the warm spare was not ready within "
+                                     f"{SPARE_WARMUP_TIMEOUT:g} s")
+            time.sleep(0.2)
+
     @tfdist.elastic.run
     def train(state) -> None:
         while state.step < KILL_AT_STEP + STEPS_AFTER:
+            if (mode == "regrow_spare" and state.step == KILL_AT_STEP
+                    and not membership.joined_as_replacement()
+                    and not membership.last_recovery_phases()):  # once, before the kill
+                wait_for_warm_spare()
             if (state.step == KILL_AT_STEP and tfdist.rank() == victim
                     and not membership.joined_as_replacement()):
                 time.sleep(0.3)  # the others are in this step's allreduce by now
@@ -88,6 +110,7 @@ def _rank_main(mode: str, out: str) -> None:
             "kill_to_next_step_s": first[0] - killed_at,
             "next_step_ranks": first[1],
             "kill_to_full_size_s": None if at_full is None else at_full - killed_at,
+            "spares_joined": phases.get("spares_joined", 0),
             "phases_s": {"detect": phases["detected_at"] - killed_at,
                          **{name: phases.get(name) for name in PHASES[1:]}},
         }
@@ -106,7 +129,8 @@ def _job(mode: str, np_: int, out: str, timeout: float) -> Dict[str, Any]:
         env.update(TFDIST_ELASTIC="1", TFDIST_MAX_NP=str(np_ - 1))
         options = ["-np", str(np_), "--mpi-args", "--with-ft ulfm"]
     else:
-        options = ["--elastic", "-np", str(np_)]
+        options = ["--elastic", "-np", str(np_),
+                   "--spares", "1" if mode == "regrow_spare" else "0"]
     command = [sys.executable, str(root / "tfdistrun.py"), *options, "--timeout", str(timeout),
                sys.executable, "-m", "benchmarks.elastic", "--rank", mode, out]
     done = subprocess.run(command, env=env, cwd=str(root), capture_output=True, text=True)
@@ -134,6 +158,7 @@ def summary(document: Dict[str, Any]) -> str:
 
 
 _PHASE_COLOURS = {"detect": "tab:red", "stop_runtime": "tab:purple", "shrink": "tab:brown",
+                  "join_spares": "tab:olive",
                   "spawn": "tab:orange", "rebuild_runtime": "tab:blue",
                   "sync_state": "tab:green"}
 
@@ -174,13 +199,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--np", type=int, default=4, help="ranks at the start (default 4)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds each job may take (default 300)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated jobs to run (default: {','.join(MODES)})")
     _results.add_arguments(parser)
     args = parser.parse_args(argv)
+    unknown = set(args.modes.split(",")) - set(MODES)
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(sorted(unknown))}; expected among "
+                     f"{', '.join(MODES)}")
     _results.check_arguments(parser, args)
     if args.np < 2:
         parser.error(f"--np must be at least 2 (one rank is killed), got {args.np}")
     runs = []
-    for mode in ("continue", "regrow"):
+    parser_modes = args.modes.split(",")
+    for mode in parser_modes:
         with tempfile.TemporaryDirectory(prefix="tfdist-elastic-bench-") as out:
             runs.append(_job(mode, args.np, out, args.timeout))
     _results.publish(args, "elastic", {"runs": runs}, argv, ranks=args.np)

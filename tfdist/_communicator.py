@@ -9,7 +9,7 @@ other tfdist module.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 
 class _Record:
@@ -18,6 +18,9 @@ class _Record:
     def __init__(self) -> None:
         self.comm: Any = None
         self.joined = False
+        # In a warm spare (tfdist/elastic/warm_spare.py): waits until the job
+        # needs this process, returns the job's communicator with it.
+        self.spare_wait: Optional[Callable[[], Any]] = None
 
 
 # Belongs with the one runtime handle: the communicator that handle runs over.
@@ -27,14 +30,20 @@ _record = _Record()
 def for_init(comm: Any) -> Any:
     """The communicator ``tfdist.init(comm)`` starts over.
 
-    ``comm`` itself when given; else, in a replacement spawned by elastic
-    recovery, its parent job's communicator merged with it (the survivors
-    first); else COMM_WORLD.
+    ``comm`` itself when given; else, in a warm spare, the job's
+    communicator once it needs this process (``wait_as_spare``); in a
+    replacement spawned by elastic recovery, its parent job's communicator
+    merged with it (the survivors first); else COMM_WORLD.
     """
     from mpi4py import MPI
 
     if comm is not None:
         return comm
+    if _record.spare_wait is not None:
+        wait, _record.spare_wait = _record.spare_wait, None
+        merged = wait()
+        _record.joined = True
+        return merged
     parent = MPI.Comm.Get_parent()
     if parent != MPI.COMM_NULL and not _record.joined:
         parent.Set_errhandler(MPI.ERRORS_RETURN)
@@ -43,6 +52,12 @@ def for_init(comm: Any) -> Any:
         _record.joined = True
         return merged
     return MPI.COMM_WORLD
+
+
+def wait_as_spare(wait: Callable[[], Any]) -> None:
+    """Makes this process a warm spare: its ``init()`` calls ``wait`` (which blocks until
+    the job needs it and returns the job's communicator, or ends the process)."""
+    _record.spare_wait = wait
 
 
 def remember(comm: Any) -> None:

@@ -181,7 +181,9 @@ class LaunchInfo:
     creates when it is asked to stop (SIGTERM); empty when not launched by
     tfdistrun. ``elastic``, ``min_np``, ``max_np``, ``host_discovery_script``:
     tfdistrun --elastic and its options (docs/elastic.md);
-    ``elastic_replacement``: set on the processes elastic recovery spawns.
+    ``elastic_spares``: tfdistrun --spares (None: the default, see
+    ``spares_wanted``); ``elastic_replacement``: set on the processes elastic
+    recovery spawns.
     """
 
     restart: int = _default("restart")
@@ -190,6 +192,7 @@ class LaunchInfo:
     min_np: Optional[int] = _default("min_np")
     max_np: Optional[int] = _default("max_np")
     host_discovery_script: str = _default("host_discovery_script")
+    elastic_spares: Optional[int] = _default("elastic_spares")
     elastic_replacement: bool = _default("elastic_replacement")
 
     @classmethod
@@ -209,7 +212,27 @@ class LaunchInfo:
                    min_np=optional("TFDIST_MIN_NP", "int"),
                    max_np=optional("TFDIST_MAX_NP", "int"),
                    host_discovery_script=environ.get("TFDIST_HOST_DISCOVERY_SCRIPT", ""),
+                   elastic_spares=optional("TFDIST_ELASTIC_SPARES", "int"),
                    elastic_replacement=bool(optional("TFDIST_ELASTIC_REPLACEMENT", "bool")))
+
+    def spares_wanted(self, size: int, environ: Optional[Mapping[str, str]] = None) -> int:
+        """How many warm spares a job of ``size`` ranks keeps (docs/elastic.md).
+
+        0 when elastic recovery is off, or when recovery would not spawn
+        replacements (--max-np below ``size``, so one failure leaves enough
+        ranks); else TFDIST_ELASTIC_SPARES, by default 0 (docs/elastic.md,
+        "Warm spares": after a recovery with spares, MPI_Finalize at the job's
+        end can wait past the exit guard).
+        """
+        if self.elastic_off_reason(environ) is not None:
+            return 0
+        if self.max_np is None or self.max_np < size:
+            return 0
+        wanted = 0 if self.elastic_spares is None else self.elastic_spares
+        if wanted < 0:
+            raise ConfigError(f"TFDIST_ELASTIC_SPARES={wanted}: expected a number of spare "
+                              "processes, 0 or more")
+        return wanted
 
     def elastic_off_reason(self, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
         """Why elastic recovery is off in this job, or None when it is on."""

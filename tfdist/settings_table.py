@@ -175,6 +175,11 @@ SETTINGS: Tuple[Setting, ...] = (
             "Set by tfdistrun --host-discovery-script: a program that prints the hosts "
             "replacements may go to, one `host[:slots]` a line; empty: the surviving "
             "hosts (MPI's choice).", scope="launch"),
+    Setting("elastic_spares", "int", None,
+            "Set by tfdistrun --spares: how many warm spare processes (TensorFlow "
+            "already imported, waiting without training) rank 0 keeps for elastic "
+            "recovery to merge in instead of starting replacements, when --max-np allows "
+            "regrowth; unset: 0 (docs/elastic.md, Warm spares).", scope="launch"),
     Setting("elastic_replacement", "bool", False,
             "Set by elastic recovery on the replacement processes it spawns: their "
             "tfdist.init() joins the survivors instead of starting a new job.",

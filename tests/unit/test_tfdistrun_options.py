@@ -47,3 +47,17 @@ def test_without_elastic_no_fault_tolerance(monkeypatch):
     assert launcher.main(["-np", "2", "--dry-run", "python", "t.py"]) == 0
     assert "--with-ft" not in seen["mpi_args"]
     assert "TFDIST_ELASTIC" not in seen["settings"]
+
+
+def test_spares_need_elastic_and_become_the_setting(monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        launcher.main(["-np", "2", "--spares", "1", "--dry-run", "python", "t.py"])
+    assert "--spares needs --elastic" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        launcher.main(["-np", "2", "--elastic", "--spares", "-1", "--dry-run", "python", "t.py"])
+    assert "--spares must not be negative, got -1" in capsys.readouterr().err
+    seen = {}
+    monkeypatch.setattr(launcher, "run_with_restarts",
+                        lambda argv, env, *rest: seen.update(env=env) or 0)
+    assert launcher.main(["-np", "2", "--elastic", "--spares", "2", "python", "t.py"]) == 0
+    assert seen["env"]["TFDIST_ELASTIC_SPARES"] == "2"

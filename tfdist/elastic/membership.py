@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional
 
 from tfdist import _communicator, config, process_sets
 from tfdist.config import LaunchInfo
+from tfdist.elastic import spares
 from tfdist.elastic.errors import ElasticJobError
 
 
@@ -57,8 +58,9 @@ def joined_as_replacement() -> bool:
 
 def last_recovery_phases() -> Dict[str, float]:
     """Seconds each phase of this process's last recovery took (``stop_runtime``,
-    ``shrink``, ``spawn``, ``rebuild_runtime``, ``sync_state``), and ``detected_at``:
-    the time.time() at which this rank saw the membership change."""
+    ``shrink``, ``join_spares``, ``spawn``, ``rebuild_runtime``, ``sync_state``), and
+    ``detected_at``: the time.time() at which this rank saw the membership change;
+    ``spares_joined``: how many warm spares it merged in."""
     return dict(_current.last_phases)
 
 
@@ -176,25 +178,71 @@ def recover(min_np: Optional[int] = None, max_np: Optional[int] = None,
 
     mark = time.perf_counter()
     missing = max(0, (max_np or 0) - size)
-    if missing > 0:
-        hosts = _hosts_for(info.host_discovery_script, missing, survivors)
-        spawn_info = MPI.Info.Create()
-        spawn_info.Set("PMIX_ENVAR", _REPLACEMENT_ENVIRONMENT)
-        spawn_info.Set("wdir", os.getcwd())
-        if hosts:
-            spawn_info.Set("host", ",".join(hosts))
-        intercomm = survivors.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
-                                    info=spawn_info, root=0)
-        spawn_info.Free()
-        intercomm.Set_errhandler(MPI.ERRORS_RETURN)
-        merged = intercomm.Merge(high=False)  # survivors first
-        merged.Set_errhandler(MPI.ERRORS_RETURN)
-    else:
-        merged = survivors
+    # Warm spares first: rank 0 orders up to `missing` of its spares to join
+    # and every survivor accepts them in turn (no process starts here).
+    ports = spares.claim_spares(survivors.Get_rank(), missing)
+    merged = spares.accept_more(survivors, ports)
+    phases["join_spares"] = time.perf_counter() - mark
+    phases["spares_joined"] = merged.Get_size() - size
+
+    mark = time.perf_counter()
+    merged = _spawn_missing(merged, missing - (merged.Get_size() - size), info)
     phases["spawn"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
     process_sets.init(merged)
     phases["rebuild_runtime"] = time.perf_counter() - mark
     _current.last_phases = phases
+    # No top-up of the warm spares after a failure: a spare spawned by rank 0
+    # after one was seen to block for good in its first send to rank 0
+    # (inside Open MPI's PMIx_Get), holding up the job's end (docs/elastic.md).
     return merged
+
+
+def _spawn_missing(comm: Any, missing: int, info: LaunchInfo) -> Any:
+    """Collective over ``comm``: spawns rank 0's count of replacements (``missing`` there)
+    and merges them in after ``comm``'s ranks. Returns the communicator to run over."""
+    from mpi4py import MPI
+
+    missing = comm.bcast(missing, root=0)
+    if missing <= 0:
+        return comm
+    hosts = _hosts_for(info.host_discovery_script, missing, comm)
+    spawn_info = MPI.Info.Create()
+    spawn_info.Set("PMIX_ENVAR", _REPLACEMENT_ENVIRONMENT)
+    spawn_info.Set("wdir", os.getcwd())
+    if hosts:
+        spawn_info.Set("host", ",".join(hosts))
+    intercomm = comm.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
+                           info=spawn_info, root=0)
+    spawn_info.Free()
+    intercomm.Set_errhandler(MPI.ERRORS_RETURN)
+    merged = intercomm.Merge(high=False)  # the job's ranks first
+    merged.Set_errhandler(MPI.ERRORS_RETURN)
+    return merged
+
+
+def join_as_spare(merged: Any) -> Any:
+    """In a warm spare just merged in: takes part in the rest of the recovery's growth
+    (later spares, replacements) as the survivors do; returns the final communicator."""
+    info = LaunchInfo.from_environment()
+    merged = spares.accept_more(merged, [])
+    return _spawn_missing(merged, 0, info)
+
+
+def schedule_spares() -> None:
+    """Rank 0 starts its warm spares at the next ``State.commit()`` (after the job's first
+    step: off the start's critical path). run() calls it when it starts."""
+    spares.schedule(_keep_spares_now)
+
+
+def _keep_spares_now() -> None:
+    comm = current_communicator()
+    info = LaunchInfo.from_environment()
+
+    def hosts() -> List[str]:
+        # Rank 0 alone asks the host discovery script (no other rank takes part).
+        return (_discovered_hosts(info.host_discovery_script, 1)
+                if info.host_discovery_script else [])
+
+    spares.keep_spares(comm.Get_rank(), comm.Get_size(), _spawn_command, hosts)

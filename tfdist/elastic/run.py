@@ -43,6 +43,8 @@ def run(fn: Callable[..., Result]) -> Callable[..., Result]:
                 if is_ranks_changed(error):
                     raise as_ranks_changed(error) from error
                 raise
+        # Rank 0 starts its warm spares at the first commit (docs/elastic.md).
+        membership.schedule_spares()
         synced = False
         while True:
             try:

@@ -47,6 +47,7 @@ import tensorflow as tf
 from tfdist import ops, runtime
 from tfdist.checkpoint import file_format, messages
 from tfdist.checkpoint.snapshot import shared_value
+from tfdist.elastic import spares
 from tfdist.local_variables import is_local
 
 # Compressor state that is the same on every rank (cc/tf/compression_ops.cc's
@@ -103,8 +104,13 @@ class State:
     # ------------------------------------------------------------ commit / restore
 
     def commit(self) -> None:
-        """Saves the state in host memory: ``restore()`` comes back here. Cheap (a copy)."""
+        """Saves the state in host memory: ``restore()`` comes back here. Cheap (a copy).
+
+        In an elastic job with warm spares, rank 0's first commit also starts them
+        in the background (docs/elastic.md).
+        """
         self.save()
+        spares.after_commit()
 
     def save(self) -> None:
         """Copies the variables, attributes and this rank's compressor state to host memory."""

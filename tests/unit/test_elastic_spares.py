@@ -1,0 +1,105 @@
+"""Warm spares' pure logic: how many a job keeps, a spare's command line, the pool's
+bookkeeping (no MPI job; tests/mpi/test_elastic.py runs spares for real)."""
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tfdist.config import ConfigError, LaunchInfo
+from tfdist.elastic import spares
+
+ULFM = {"OMPI_MCA_mpi_ft_enable": "1"}
+
+
+@pytest.mark.parametrize("environ, size, wanted", [
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "4", **ULFM}, 4, 0),   # default: none
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "4", "TFDIST_ELASTIC_SPARES": "1", **ULFM}, 4, 1),
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "6", "TFDIST_ELASTIC_SPARES": "2", **ULFM}, 4, 2),
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "4", "TFDIST_ELASTIC_SPARES": "0", **ULFM}, 4, 0),
+    # --max-np below the size: one failure leaves enough ranks, nothing to regrow.
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "3", "TFDIST_ELASTIC_SPARES": "1", **ULFM}, 4, 0),
+    ({"TFDIST_ELASTIC": "1", "TFDIST_ELASTIC_SPARES": "1", **ULFM}, 4, 0),   # no --max-np
+    ({"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "4", "TFDIST_ELASTIC_SPARES": "1"}, 4, 0),  # no ULFM
+    ({"TFDIST_MAX_NP": "4", "TFDIST_ELASTIC_SPARES": "1", **ULFM}, 4, 0),  # not --elastic
+])
+def test_how_many_spares_a_job_keeps(environ, size, wanted):
+    info = LaunchInfo.from_environment(environ)
+    assert info.spares_wanted(size, environ) == wanted
+
+
+def test_a_negative_spare_count_is_named():
+    environ = {"TFDIST_ELASTIC": "1", "TFDIST_MAX_NP": "4", "TFDIST_ELASTIC_SPARES": "-1",
+               **ULFM}
+    with pytest.raises(ConfigError, match="TFDIST_ELASTIC_SPARES=-1"):
+        LaunchInfo.from_environment(environ).spares_wanted(4, environ)
+
+
+@pytest.mark.parametrize("program", [["train.py", "--epochs", "2"],
+                                     ["-m", "benchmarks.elastic", "--rank", "regrow", "/tmp/x"],
+                                     ["a.py", "--", "b"]])
+def test_a_spare_command_line_round_trips(program):
+    argv = spares.spare_arguments("node7", 1234, program)
+    assert argv[0] == "-c" and "from mpi4py import MPI" in argv[1].split(";")[0]
+    assert spares.parse_spare_arguments(argv[2:]) == ("node7", 1234, program)
+
+
+@pytest.mark.parametrize("argv", [[], ["--parent", "node7"], ["--parent", "node7:x", "--", "a"],
+                                  ["--parent", "node7:1", "--"]])
+def test_a_wrong_spare_command_line_is_named(argv):
+    with pytest.raises(ValueError, match="expects --parent HOST:PID -- PROGRAM"):
+        spares.parse_spare_arguments(argv)
+
+
+def test_process_alive_on_this_host_only():
+    host = socket.gethostname()
+    assert spares.process_alive(host, os.getpid()) is True
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert spares.process_alive(host, gone.pid) is False
+    assert spares.process_alive(host + "-elsewhere", os.getpid()) is None
+
+
+class FakeSpare(spares.Spare):
+    def __init__(self, name):
+        super().__init__(inter=None, host="h", pid=0)
+        self.name = name
+
+    def free(self):
+        pass
+
+
+def test_the_pool_fills_up_to_wanted_in_the_background():
+    made = []
+
+    def spawn_one():
+        made.append(FakeSpare(len(made)))
+        return made[-1]
+
+    pool = spares.SparePool(2, spawn_one)
+    pool.refill()
+    pool.wait_spawning()
+    assert [s.name for s in pool.ready] == [0, 1]
+    pool.refill()  # full: spawns nothing
+    pool.wait_spawning()
+    assert len(made) == 2
+
+
+def test_a_failed_spawn_leaves_the_pool_short_and_says_why(capsys):
+    def spawn_one():
+        raise RuntimeError("no slots")
+
+    pool = spares.SparePool(1, spawn_one)
+    pool.refill()
+    pool.wait_spawning()
+    assert pool.ready == []
+    assert "could not start a warm spare (RuntimeError: no slots)" in capsys.readouterr().err
+
+
+def test_a_scheduled_top_up_runs_once_at_the_next_commit():
+    calls = []
+    spares.schedule(lambda: calls.append(1))
+    spares.after_commit()
+    spares.after_commit()
+    assert calls == [1]
