@@ -61,9 +61,10 @@ SETTINGS: Tuple[Setting, ...] = (
             "per call) or one of tree, butterfly, ring, rabenseifner, hierarchical, mpi.",
             cpp_key="algorithm", cpp_member="default_algorithm"),
     Setting("auto_trials", "int", 2,
-            "Timed calls of each of its two candidates (the cost model's pick and "
-            "runner-up) that `auto` makes per size class (bytes rounded down to a power "
-            "of two) before it keeps the faster for the job; 0 trusts the cost model.",
+            "Timed calls of each of its candidates (the algorithms the cost model "
+            "predicts within 3x of its pick) that `auto` makes per size class (bytes "
+            "rounded down to a power of two) before it keeps the fastest for the job; "
+            "0 trusts the cost model.",
             cpp_key="auto_trials", cpp_member="auto_trials"),
     Setting("fusion_threshold", "int", 64 * 1024 * 1024,
             "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",

@@ -1,6 +1,6 @@
-// AlgorithmChooser: trials alternate between the model's pick and its
-// runner-up, the faster (by a margin) is kept per size class, and what it
-// decides depends only on what it was told, so ranks told alike pick alike.
+// AlgorithmChooser: trials go round the model's candidates, the fastest (by a
+// margin over the pick) is kept per size class, and what it decides depends
+// only on what it was told, so ranks told alike pick alike.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -89,7 +89,7 @@ TFDIST_TEST(AlgorithmChooserWithoutTrialsIsTheModel) {
   CHECK(!chooser.Wants(1 << 20));
   CHECK(chooser.Pick(1 << 20) == kRabe);
   // One candidate only: nothing to compare either.
-  AlgorithmChooser single([](size_t) { return AlgorithmChooser::Candidates{kRing, kRing}; }, 2);
+  AlgorithmChooser single([](size_t) { return AlgorithmChooser::Candidates{kRing}; }, 2);
   CHECK(!single.Wants(100));
   CHECK(single.Pick(100) == kRing);
 }
@@ -121,26 +121,56 @@ TFDIST_TEST(AlgorithmChooserSizeClassesArePowersOfTwo) {
   CHECK(AlgorithmChooser::SizeClass(~size_t{0}) == 63);
 }
 
-TFDIST_TEST(TwoFastestAllreduceIsThePickAndTheNextByPrediction) {
+TFDIST_TEST(AlgorithmChooserFindsAFasterAlgorithmBeyondTheRunnerUp) {
+  // Issue 25 at P = 3: the model ranks tree, butterfly, Rabenseifner, ring;
+  // the ring, last, is the fastest through the runtime.
+  constexpr AllreduceAlgorithm kTree = AllreduceAlgorithm::kTree;
+  constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
+  AlgorithmChooser chooser(
+      [](size_t) { return AlgorithmChooser::Candidates{kTree, kButterfly, kRabe, kRing}; }, 2);
+  const size_t bytes = 64 << 20;
+  auto seconds = [&](AllreduceAlgorithm a) {
+    return a == kRing ? 30e-3 : a == kTree ? 48e-3 : a == kRabe ? 52e-3 : 58e-3;
+  };
+  std::vector<AllreduceAlgorithm> ran;
+  while (chooser.Wants(bytes)) {
+    const AllreduceAlgorithm a = chooser.Pick(bytes);
+    ran.push_back(a);
+    chooser.Report(bytes, a, seconds(a));
+  }
+  // Round the candidates, twice: every candidate is timed as often, and
+  // consecutive calls differ (a drift in the machine's speed spreads over all).
+  CHECK(ran == (std::vector<AllreduceAlgorithm>{kTree, kButterfly, kRabe, kRing, kTree,
+                                                kButterfly, kRabe, kRing}));
+  CHECK(chooser.Pick(bytes) == kRing);
+}
+
+TFDIST_TEST(RankAllreduceOrdersEveryAlgorithmByPrediction) {
   const tfdist::LinkCost link = {2e-6, 1e-10};
   for (int size : {2, 3, 4, 8}) {
     for (size_t bytes : {size_t{4}, size_t{1} << 16, size_t{1} << 24}) {
       const tfdist::NetworkCost network = tfdist::UniformNetwork(link);
       const tfdist::HostLayout layout(size);
-      const auto two = tfdist::TwoFastestAllreduce(layout, bytes, network);
-      CHECK(two.first == tfdist::ChooseAllreduce(layout, bytes, network));
-      CHECK(two.first != two.second);
-      std::vector<double> others;
-      for (AllreduceAlgorithm a : {AllreduceAlgorithm::kButterfly, kRabe, kRing,
-                                   AllreduceAlgorithm::kTree}) {
-        if (a != two.first) {
-          others.push_back(tfdist::PredictAllreduceSeconds(a, layout, bytes, network));
-        }
+      const auto ranked = tfdist::RankAllreduce(layout, bytes, network);
+      CHECK(ranked.size() == 4);  // one host: every flat algorithm, no hierarchical
+      CHECK(ranked.front().algorithm == tfdist::ChooseAllreduce(layout, bytes, network));
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        CHECK(ranked[i].predicted_seconds == tfdist::PredictAllreduceSeconds(
+                                                 ranked[i].algorithm, layout, bytes, network));
+        if (i > 0) CHECK(ranked[i - 1].predicted_seconds <= ranked[i].predicted_seconds);
+        CHECK(ranked[i].algorithm != AllreduceAlgorithm::kHierarchical);
       }
-      CHECK(tfdist::PredictAllreduceSeconds(two.second, layout, bytes, network) ==
-            *std::min_element(others.begin(), others.end()));
     }
   }
+  // Two hosts of two ranks: hierarchical is a candidate too.
+  const auto two_hosts = tfdist::RankAllreduce(tfdist::HostLayout::Consecutive(4, 2), 1 << 20,
+                                               tfdist::UniformNetwork(link));
+  CHECK(two_hosts.size() == 5);
+  CHECK(std::any_of(two_hosts.begin(), two_hosts.end(), [](const tfdist::RankedAlgorithm& r) {
+    return r.algorithm == AllreduceAlgorithm::kHierarchical;
+  }));
+  CHECK(tfdist::RankAllreduce(tfdist::HostLayout(1), 1024,
+                              tfdist::UniformNetwork(link)).empty());
 }
 
 }  // namespace tfdist_test

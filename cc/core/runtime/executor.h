@@ -38,7 +38,7 @@ class CollectiveExecutor {
   // or an emulated-link wrapper of it); barriers go through `control_plane`.
   // Both must outlive the executor. `hosts` and `network` are what "auto"
   // and the hierarchical allreduce decide by; `auto_trials` how many timed
-  // calls of each of its two candidates "auto" makes per size class before
+  // calls of each of its candidates "auto" makes per size class before
   // it keeps one (algorithm_chooser.h; 0: the model's pick, untimed).
   CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
                      ReferenceAllreduce reference_allreduce, const HostLayout& hosts,
@@ -53,8 +53,15 @@ class CollectiveExecutor {
         default_algorithm_(default_algorithm),
         chooser_(
             [this](size_t bytes) {
-              const auto two = TwoFastestAllreduce(hosts_, bytes, network_);
-              return AlgorithmChooser::Candidates{two.first, two.second};
+              AlgorithmChooser::Candidates plausible;
+              const auto ranked = RankAllreduce(hosts_, bytes, network_);
+              for (const RankedAlgorithm& r : ranked) {
+                if (r.predicted_seconds <= AlgorithmChooser::kMaxPredictedRatio *
+                                               ranked.front().predicted_seconds) {
+                  plausible.push_back(r.algorithm);
+                }
+              }
+              return plausible;
             },
             transport.size() > 1 ? auto_trials : 0),
         debug_log_(debug_log),
@@ -68,7 +75,8 @@ class CollectiveExecutor {
   // The algorithm an allreduce of `bytes` (in the accumulation type) runs
   // with when it asks for `requested`: the request's, else the default
   // algorithm, else the autotuner's override for its size class, else the
-  // chooser's pick (the cost model's, checked against its runner-up).
+  // chooser's pick (the cost model's, checked against the other plausible
+  // algorithms).
   AllreduceAlgorithm Resolve(AllreduceAlgorithm requested, size_t bytes) const;
   // The autotuner's override for `bytes`' size class; kAuto where none.
   AllreduceAlgorithm OverrideFor(size_t bytes) const;

@@ -23,9 +23,11 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
     // every rank sees the same first size (same collectives, same order).
     c.seen = true;
     c.candidates = model_(bytes);
-    if (trials_ == 0 || c.candidates.pick == c.candidates.runner_up) {
+    if (c.candidates.empty()) c.candidates.push_back(AllreduceAlgorithm::kButterfly);
+    c.best_seconds.assign(c.candidates.size(), 0.0);
+    if (trials_ == 0 || c.candidates.size() == 1) {
       c.decided = true;
-      c.chosen = c.candidates.pick;
+      c.chosen = c.candidates.front();
     }
   }
   return c;
@@ -33,7 +35,7 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
 
 AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
   if (c.decided) return c.chosen;
-  return c.trials_done % 2 == 0 ? c.candidates.pick : c.candidates.runner_up;
+  return c.candidates[static_cast<size_t>(c.trials_done) % c.candidates.size()];
 }
 
 bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
@@ -58,17 +60,22 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
   std::lock_guard<std::mutex> lock(mutex_);
   Class& c = ClassOf(bytes);
   if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
-  const int which = c.trials_done % 2;
+  const size_t count = c.candidates.size();
+  const size_t which = static_cast<size_t>(c.trials_done) % count;
   // The fastest call of each: the first call of a size pays for fresh
   // pages and cold caches, and a loaded machine only adds to a call.
-  if (c.trials_done < 2 || agreed_seconds < c.best_seconds[which]) {
+  if (static_cast<size_t>(c.trials_done) < count || agreed_seconds < c.best_seconds[which]) {
     c.best_seconds[which] = agreed_seconds;
   }
   ++c.trials_done;
-  if (c.trials_done < 2 * trials_) return;
+  if (static_cast<size_t>(c.trials_done) < count * static_cast<size_t>(trials_)) return;
   c.decided = true;
-  const bool runner_up_wins = c.best_seconds[1] < (1.0 - kMargin) * c.best_seconds[0];
-  c.chosen = runner_up_wins ? c.candidates.runner_up : c.candidates.pick;
+  size_t fastest = 0;
+  for (size_t i = 1; i < count; ++i) {
+    if (c.best_seconds[i] < c.best_seconds[fastest]) fastest = i;
+  }
+  const bool beats_the_pick = c.best_seconds[fastest] < (1.0 - kMargin) * c.best_seconds[0];
+  c.chosen = c.candidates[beats_the_pick ? fastest : 0];
 }
 
 }  // namespace tfdist

@@ -313,40 +313,34 @@ double PredictAllreduceSeconds(AllreduceAlgorithm algorithm, int size,
   return PredictAllreduceSeconds(algorithm, HostLayout(size), bytes, UniformNetwork(link));
 }
 
-std::pair<AllreduceAlgorithm, AllreduceAlgorithm> TwoFastestAllreduce(
-    const HostLayout& layout, size_t bytes, const NetworkCost& network) {
-  if (layout.size() <= 1) return {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kButterfly};
-  AllreduceAlgorithm best = kFlatCandidates[0];
-  double best_seconds = PredictAllreduceSeconds(best, layout, bytes, network);
-  AllreduceAlgorithm second = best;
-  double second_seconds = std::numeric_limits<double>::infinity();
+std::vector<RankedAlgorithm> RankAllreduce(const HostLayout& layout, size_t bytes,
+                                           const NetworkCost& network) {
+  std::vector<RankedAlgorithm> ranked;
+  if (layout.size() <= 1) return ranked;
   // With one rank per host, hierarchical is its cross-host phase alone, the
   // flat algorithm the loop already prices: skip it (hierarchical asks this
-  // for its own cross-host phase on every call).
-  const bool hierarchical_differs = layout.uniform() && layout.ranks_per_host() > 1;
+  // for its own cross-host phase on every call). On one host it is a reduce
+  // and a broadcast, never faster than the flat algorithms: not worth a trial.
+  const bool hierarchical_differs =
+      layout.uniform() && layout.ranks_per_host() > 1 && layout.host_count() > 1;
   for (AllreduceAlgorithm candidate :
-       {AllreduceAlgorithm::kRabenseifner, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree,
-        AllreduceAlgorithm::kHierarchical}) {
+       {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
+        AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHierarchical}) {
     if (candidate == AllreduceAlgorithm::kHierarchical && !hierarchical_differs) continue;
-    const double seconds = PredictAllreduceSeconds(candidate, layout, bytes, network);
-    // Strict: ties keep the earlier candidate.
-    if (seconds < best_seconds) {
-      second = best;
-      second_seconds = best_seconds;
-      best = candidate;
-      best_seconds = seconds;
-    } else if (seconds < second_seconds) {
-      second = candidate;
-      second_seconds = seconds;
-    }
+    ranked.push_back({candidate, PredictAllreduceSeconds(candidate, layout, bytes, network)});
   }
-  if (!std::isfinite(second_seconds)) second = best;
-  return {best, second};
+  // Stable: exact ties keep the order above (fewest messages first).
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const RankedAlgorithm& a, const RankedAlgorithm& b) {
+                     return a.predicted_seconds < b.predicted_seconds;
+                   });
+  return ranked;
 }
 
 AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
                                    const NetworkCost& network) {
-  return TwoFastestAllreduce(layout, bytes, network).first;
+  if (layout.size() <= 1) return AllreduceAlgorithm::kButterfly;
+  return RankAllreduce(layout, bytes, network).front().algorithm;
 }
 
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link) {

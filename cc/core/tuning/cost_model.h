@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "cc/core/collectives/algorithm.h"
 #include "cc/core/transport/host_layout.h"
@@ -45,11 +46,16 @@ int HierarchicalSegments(const HostLayout& layout, size_t bytes, const NetworkCo
 AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
                                    const NetworkCost& network);
 
-// ChooseAllreduce's pick and the algorithm it would pick without it (the
-// runner-up, which AlgorithmChooser checks the pick against); both the same
-// where only one is modelled.
-std::pair<AllreduceAlgorithm, AllreduceAlgorithm> TwoFastestAllreduce(
-    const HostLayout& layout, size_t bytes, const NetworkCost& network);
+// Every algorithm ChooseAllreduce considers, fastest predicted first (ties
+// in ChooseAllreduce's order), each with its predicted seconds: the first
+// is ChooseAllreduce's pick. AlgorithmChooser times the plausible ones on
+// the first calls of a size class. Empty where P <= 1.
+struct RankedAlgorithm {
+  AllreduceAlgorithm algorithm;
+  double predicted_seconds;
+};
+std::vector<RankedAlgorithm> RankAllreduce(const HostLayout& layout, size_t bytes,
+                                           const NetworkCost& network);
 
 // The one-host form; never picks hierarchical.
 AllreduceAlgorithm ChooseAllreduce(int size, size_t bytes, const LinkCost& link);
