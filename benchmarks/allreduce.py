@@ -164,7 +164,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
         for method in methods:
-            run(method, 8 if method == "auto" else 2)
+            run(method, 12 if method == "auto" else 2)  # auto: past its trials (<= 10)
         probe = max(run(m, 1) for m in methods)
         calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
         samples: Dict[str, List[float]] = {m: [] for m in methods}
@@ -310,9 +310,9 @@ def main(argv: List[str]) -> int:
                         help="largest size (default 256 MiB; 64 MiB with --auto-vs-forced)")
     parser.add_argument("--auto-vs-forced", action="store_true",
                         help="tfdist.allreduce with auto against every forced algorithm")
-    parser.add_argument("--rounds", type=int, default=11,
+    parser.add_argument("--rounds", type=int, default=15,
                         help="--auto-vs-forced: interleaved rounds per size")
-    parser.add_argument("--seconds-per-cell", type=float, default=0.02,
+    parser.add_argument("--seconds-per-cell", type=float, default=0.05,
                         help="--auto-vs-forced: time of one method's block in a round")
     _results.add_arguments(parser)
     args = parser.parse_args(argv)

@@ -25,6 +25,7 @@ import numpy as np
 from benchmarks import _results
 
 SIZES = (4, 64 * 1024, 4 * 1024 * 1024)  # bytes of float32
+WARM_UP_CALLS = 12
 
 
 def _wait_for_all(comm) -> None:
@@ -45,7 +46,10 @@ def _time_allreduces(process_set, calls: Dict[int, int], label: str) -> Dict[int
     for nbytes in SIZES:
         x = tf.fill([nbytes // 4], float(me + 1))
         name = f"bench.process_sets.{label}.{nbytes}"
-        out = tfdist.allreduce(x, op=tfdist.Sum, name=name, process_set=process_set)  # warm-up
+        # Warm-up past auto's trials (up to 5 candidates, 2 calls each), so that
+        # both sides time the algorithm they keep, not the trials.
+        for _ in range(WARM_UP_CALLS):
+            out = tfdist.allreduce(x, op=tfdist.Sum, name=name, process_set=process_set)
         start = time.perf_counter()
         for _ in range(calls[nbytes]):
             out = tfdist.allreduce(x, op=tfdist.Sum, name=name, process_set=process_set)
@@ -106,7 +110,7 @@ def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.process_sets",
                                      description=__doc__.split("\n\n")[0])
     _results.add_arguments(parser, plot=False)
-    parser.add_argument("--blocks", type=int, default=5, help="A/B block pairs")
+    parser.add_argument("--blocks", type=int, default=9, help="A/B block pairs")
     parser.add_argument("--calls", type=int, default=200,
                         help="allreduces per size and block (a tenth for 4 MiB)")
     args = parser.parse_args(argv)
