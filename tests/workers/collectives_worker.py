@@ -293,17 +293,18 @@ def _algorithm_of_next_call(call):
 
 def check_auto_trials(rank, size):
     """auto's first calls of a size class go round the cost model's plausible
-    algorithms, its pick first (TFDIST_AUTO_TRIALS, 2 calls each), then keep one of
-    them for good; every rank runs the same algorithm on every call, and every
-    result is right."""
+    algorithms, its pick first, TFDIST_AUTO_TRIALS rounds, then keep one of them for
+    good; every rank runs the same algorithm on every call, and every result is right."""
     if size == 1:
         return
     from mpi4py import MPI
     n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
     x = tf.fill([n], float(rank + 1))
     model_pick = tfdist.algorithm_for(n * 4)
+    rounds = tfdist.RuntimeSettings.from_environment().auto_trials
+    assert rounds >= 2, rounds
     ran = []
-    for i in range(14):  # at most 5 candidates: 10 trials, then 4 decided calls
+    for i in range(5 * rounds + 4):  # at most 5 candidates, then 4 decided calls
         algorithm, y = _algorithm_of_next_call(
             lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
         assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
@@ -311,9 +312,10 @@ def check_auto_trials(rank, size):
     assert ran[0] == model_pick, (ran, model_pick)
     candidates = ran[:ran.index(ran[0], 1)]  # one round of the trials
     assert len(set(candidates)) == len(candidates) <= 5, ran
-    assert ran[len(candidates):2 * len(candidates)] == candidates, ran
-    kept = ran[2 * len(candidates)]
-    assert set(ran[2 * len(candidates):]) == {kept} and kept in candidates, ran
+    trials = rounds * len(candidates)
+    assert ran[:trials] == candidates * rounds, ran
+    kept = ran[trials]
+    assert set(ran[trials:]) == {kept} and kept in candidates, ran
     assert tfdist.algorithm_for(n * 4) == kept, (ran, tfdist.algorithm_for(n * 4))
     every_rank = MPI.COMM_WORLD.allgather(ran)
     assert all(theirs == ran for theirs in every_rank), every_rank

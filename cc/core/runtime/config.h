@@ -18,7 +18,7 @@ struct RuntimeConfig {
   // Timed calls of each of its two candidates that "auto" makes per size
   // class before keeping the faster (algorithm_chooser.h); 0: the model's
   // pick, untimed.
-  int auto_trials = 2;
+  int auto_trials = 3;
   // Fusion buffer size in bytes; 0 turns fusion off.
   size_t fusion_threshold_bytes = 64 << 20;
   // Longest pause between negotiation rounds while requests wait.

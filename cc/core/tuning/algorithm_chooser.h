@@ -15,7 +15,11 @@
 // the pick's), `trials` calls each, each call timed by its caller and the
 // time agreed across the ranks (the slowest rank's, so every rank reports
 // the same number); then the class keeps the one whose fastest call was the
-// fastest, for the rest of the job. The model's pick keeps the class unless
+// fastest, for the rest of the job. Three calls each by default
+// (RuntimeConfig::auto_trials), because two were not enough: the ring's
+// first two calls of a size cost 10-25x its later ones (np 2: 57-62 ms
+// against 5 ms at 16 MiB, 220-260 ms against 10 ms at 64 MiB), and with
+// two trials it lost to every other algorithm it then beat by 1.5-2x. The model's pick keeps the class unless
 // another beats it by kMargin.
 //
 // Every rank must run the same algorithm on every call: the chooser decides
