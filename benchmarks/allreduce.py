@@ -164,7 +164,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
         for method in methods:
-            run(method, 18 if method == "auto" else 2)  # auto: past its trials (<= 15)
+            run(method, 64 if method == "auto" else 2)  # auto: past its trials (<= 60)
         probe = max(run(m, 1) for m in methods)
         calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
         samples: Dict[str, List[float]] = {m: [] for m in methods}

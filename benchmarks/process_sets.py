@@ -25,7 +25,7 @@ import numpy as np
 from benchmarks import _results
 
 SIZES = (4, 64 * 1024, 4 * 1024 * 1024)  # bytes of float32
-WARM_UP_CALLS = 18
+WARM_UP_CALLS = 64
 
 
 def _wait_for_all(comm) -> None:
@@ -46,7 +46,7 @@ def _time_allreduces(process_set, calls: Dict[int, int], label: str) -> Dict[int
     for nbytes in SIZES:
         x = tf.fill([nbytes // 4], float(me + 1))
         name = f"bench.process_sets.{label}.{nbytes}"
-        # Warm-up past auto's trials (up to 5 candidates, 3 calls each), so that
+        # Warm-up past auto's trials (up to 5 candidates, 12 calls each), so that
         # both sides time the algorithm they keep, not the trials.
         for _ in range(WARM_UP_CALLS):
             out = tfdist.allreduce(x, op=tfdist.Sum, name=name, process_set=process_set)

@@ -54,12 +54,13 @@ TFDIST_TEST(AlgorithmChooserKeepsTheFasterOfPickAndRunnerUp) {
 TFDIST_TEST(AlgorithmChooserKeepsThePickInANearTieOrWhenItWins) {
   AlgorithmChooser tie(RabenseifnerThenRing, 2);
   // The runner-up 2% faster: within the margin, the model's pick stays.
-  for (int i = 0; i < 4; ++i) Call(tie, 4096, 100e-6, 98e-6);
-  CHECK(tie.Decided(4096));
-  CHECK(tie.Pick(4096) == kRabe);
+  const size_t mib = 1 << 20;
+  for (int i = 0; i < 4; ++i) Call(tie, mib, 100e-6, 98e-6);
+  CHECK(tie.Decided(mib));
+  CHECK(tie.Pick(mib) == kRabe);
   AlgorithmChooser wins(RabenseifnerThenRing, 3);
-  for (int i = 0; i < 6; ++i) Call(wins, 4096, 50e-6, 80e-6);
-  CHECK(wins.Pick(4096) == kRabe);
+  for (int i = 0; i < 6; ++i) Call(wins, mib, 50e-6, 80e-6);
+  CHECK(wins.Pick(mib) == kRabe);
 }
 
 TFDIST_TEST(AlgorithmChooserComparesTheFastestCallOfEach) {
@@ -68,10 +69,11 @@ TFDIST_TEST(AlgorithmChooserComparesTheFastestCallOfEach) {
   AlgorithmChooser chooser(RabenseifnerThenRing, 2);
   const double seconds[] = {900e-6, 120e-6, 100e-6, 130e-6};
   for (double s : seconds) {
-    const AllreduceAlgorithm ran = chooser.Pick(1 << 16);
-    chooser.Report(1 << 16, ran, s);
+    const AllreduceAlgorithm ran = chooser.Pick(1 << 20);
+    chooser.Report(1 << 20, ran, s);
   }
-  CHECK(chooser.Pick(1 << 16) == kRabe);
+  CHECK(chooser.Decided(1 << 20));
+  CHECK(chooser.Pick(1 << 20) == kRabe);
 }
 
 TFDIST_TEST(AlgorithmChooserIgnoresReportsOfOtherAlgorithms) {
@@ -109,6 +111,24 @@ TFDIST_TEST(AlgorithmChooserRanksToldAlikeChooseAlike) {
   }
   CHECK(a.Pick(1 << 20) == b.Pick(1 << 20));
   CHECK(a.Pick(1 << 20) == kRing);  // 200 (agreed) against 310
+}
+
+TFDIST_TEST(AlgorithmChooserTimesCheapSizesMoreOften) {
+  CHECK(AlgorithmChooser::RoundsFor(3, 26) == 3);
+  CHECK(AlgorithmChooser::RoundsFor(3, 20) == 3);
+  CHECK(AlgorithmChooser::RoundsFor(3, 19) == 6);
+  CHECK(AlgorithmChooser::RoundsFor(3, 16) == 6);
+  CHECK(AlgorithmChooser::RoundsFor(3, 15) == 12);
+  CHECK(AlgorithmChooser::RoundsFor(0, 2) == 0);
+  // 4 KiB with 2 trials: 8 calls of each of the two before the class decides.
+  AlgorithmChooser chooser(RabenseifnerThenRing, 2);
+  int calls = 0;
+  while (chooser.Wants(4096)) {
+    Call(chooser, 4096, 50e-6, 40e-6);
+    ++calls;
+  }
+  CHECK_EQ(calls, 16);
+  CHECK(chooser.Pick(4096) == kRing);
 }
 
 TFDIST_TEST(AlgorithmChooserSizeClassesArePowersOfTwo) {

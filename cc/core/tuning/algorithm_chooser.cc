@@ -16,6 +16,11 @@ int AlgorithmChooser::SizeClass(size_t bytes) {
   return c;
 }
 
+int AlgorithmChooser::RoundsFor(int trials, int size_class) {
+  if (size_class >= 20) return trials;
+  return size_class >= 16 ? 2 * trials : 4 * trials;
+}
+
 AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
   Class& c = classes_[static_cast<size_t>(SizeClass(bytes))];
   if (!c.seen) {
@@ -25,6 +30,7 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
     c.candidates = model_(bytes);
     if (c.candidates.empty()) c.candidates.push_back(AllreduceAlgorithm::kButterfly);
     c.best_seconds.assign(c.candidates.size(), 0.0);
+    c.rounds = RoundsFor(trials_, SizeClass(bytes));
     if (trials_ == 0 || c.candidates.size() == 1) {
       c.decided = true;
       c.chosen = c.candidates.front();
@@ -68,7 +74,7 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
     c.best_seconds[which] = agreed_seconds;
   }
   ++c.trials_done;
-  if (static_cast<size_t>(c.trials_done) < count * static_cast<size_t>(trials_)) return;
+  if (static_cast<size_t>(c.trials_done) < count * static_cast<size_t>(c.rounds)) return;
   c.decided = true;
   size_t fastest = 0;
   for (size_t i = 1; i < count; ++i) {

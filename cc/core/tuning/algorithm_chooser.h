@@ -67,6 +67,12 @@ class AlgorithmChooser {
 
   // The size class of `bytes`: floor(log2(bytes)), 0 for 0 and 1.
   static int SizeClass(size_t bytes);
+  // Calls of each candidate in a class's trials: `trials` from 1 MiB up,
+  // twice that from 64 KiB, four times below. A call's time on a shared
+  // machine varies by more than the algorithms differ at small sizes, and
+  // the fastest of more calls is a steadier estimate; those calls are cheap
+  // (a 4 x 12-call trial of 64 KiB costs a few ms once per job).
+  static int RoundsFor(int trials, int size_class);
 
   // A trial is won only by this margin: near-ties keep the model's pick.
   static constexpr double kMargin = 0.03;
@@ -78,6 +84,7 @@ class AlgorithmChooser {
   struct Class {
     bool seen = false;
     Candidates candidates;
+    int rounds = 0;       // RoundsFor(trials_, class)
     int trials_done = 0;  // calls reported; candidate = trials_done % candidates.size()
     std::vector<double> best_seconds;  // per candidate, its fastest call
     bool decided = false;
