@@ -166,14 +166,25 @@ def check_tape():
         assert_wire_result(grad.numpy(), inputs, name, 1.0 / size, f"tape {name}")
 
 
-def check_fit_and_saving(directory: str):
-    size, rank = tfdist.size(), tfdist.rank()
-    rng = np.random.RandomState(1)
-    w0 = rng.normal(0, 0.5, (4, 1)).astype(np.float32)
+def fit_problem(size: int):
+    """The fit checks' least-squares problem: initial 4x1 weights, and each rank's
+    8 samples and targets."""
+    w0 = np.random.RandomState(1).normal(0, 0.5, (4, 1)).astype(np.float32)
     xs = [np.random.RandomState(10 + r).normal(0, 1, (8, 4)).astype(np.float32)
           for r in range(size)]
     ys = [np.random.RandomState(20 + r).normal(0, 1, (8, 1)).astype(np.float32)
           for r in range(size)]
+    return w0, xs, ys
+
+
+def mse_gradients(w0, xs, ys):
+    """Each rank's gradient of the MSE loss at w0 over its 8 samples, flattened."""
+    return [((2.0 / 8) * x.T @ (x @ w0 - y)).ravel() for x, y in zip(xs, ys)]
+
+
+def check_fit_and_saving(directory: str):
+    size, rank = tfdist.size(), tfdist.rank()
+    w0, xs, ys = fit_problem(size)
     lr = 0.1
     for name, compression in (("fp16", hvd.Compression.fp16), ("bf16", hvd.Compression.bf16)):
         model = tf.keras.Sequential([tf.keras.Input((4,)),
@@ -184,8 +195,7 @@ def check_fit_and_saving(directory: str):
         model.compile(optimizer=optimizer, loss="mse")
         model.fit(xs[rank], ys[rank], batch_size=8, epochs=1, verbose=0)
         # One step of SGD on the wire-averaged gradient of the MSE loss.
-        grads = [(2.0 / 8) * x.T @ (x @ w0 - y) for x, y in zip(xs, ys)]
-        total, bound = reference([g.ravel() for g in grads], name, 1.0 / size)
+        total, bound = reference(mse_gradients(w0, xs, ys), name, 1.0 / size)
         expected = w0.ravel() - lr * total
         got = model.get_weights()[0].ravel()
         assert np.all(np.abs(got - expected) <= lr * bound + 1e-6), (name, got, expected)
@@ -317,12 +327,7 @@ def check_auto_in_tape_and_optimizer():
     tfdist.runtime.restore_rank_state({})
     # Keras fit: one SGD step on the averaged gradient of whatever auto chose, the same
     # weights on every rank; the setting survives get_config.
-    rng = np.random.RandomState(1)
-    w0 = rng.normal(0, 0.5, (4, 1)).astype(np.float32)
-    xs = [np.random.RandomState(10 + r).normal(0, 1, (8, 4)).astype(np.float32)
-          for r in range(size)]
-    ys = [np.random.RandomState(20 + r).normal(0, 1, (8, 1)).astype(np.float32)
-          for r in range(size)]
+    w0, xs, ys = fit_problem(size)
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1, use_bias=False)])
     model.set_weights([w0])
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1),
@@ -333,7 +338,7 @@ def check_auto_in_tape_and_optimizer():
     assert used.get_config() == hvd.Compression.auto().get_config(), used.get_config()
     (choice,) = set(used.choices().values())
     assert choice in ("none", "bf16"), choice  # a 4×1 kernel: nothing to factor
-    grads = [((2.0 / 8) * x.T @ (x @ w0 - y)).ravel() for x, y in zip(xs, ys)]
+    grads = mse_gradients(w0, xs, ys)
     got = model.get_weights()[0].ravel()
     if choice == "none":
         expected = w0.ravel() - 0.1 * np.mean(grads, axis=0)
