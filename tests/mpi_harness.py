@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 TFDIST_PACKAGE = Path(importlib.util.find_spec("tfdist").submodule_search_locations[0])
 
 
-def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def mpi_environment(extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env.update({
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
@@ -47,8 +48,15 @@ def mpi_environment(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         # Several processes on two cores: keep TensorFlow's thread pools small.
         "TF_NUM_INTRAOP_THREADS": env.get("TF_NUM_INTRAOP_THREADS", "1"),
         "TF_NUM_INTEROP_THREADS": env.get("TF_NUM_INTEROP_THREADS", "1"),
+        # A rank ended by SIGABRT prints every thread's Python stack: a job
+        # past its timeout is ended that way first (dump_python_stacks).
+        "PYTHONFAULTHANDLER": "1",
     })
-    env.update(extra or {})
+    for name, value in (extra or {}).items():
+        if value is None:
+            env.pop(name, None)  # unset in the job
+        else:
+            env[name] = value
     return env
 
 
@@ -104,11 +112,79 @@ def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240
 
 
 def end_process_group(process: "subprocess.Popen[str]") -> str:
-    """Ends a job that ran past its timeout, ranks included (tfdistrun's own stop: SIGTERM
-    to the group, then SIGKILL), and returns what it had printed."""
+    """Ends a job that ran past its timeout, ranks included, and returns what it had
+    printed: first every rank's Python stacks (dump_python_stacks), so that the output
+    shows where it hung; then tfdistrun's own stop (SIGTERM to the group, then SIGKILL)."""
+    dump_python_stacks(process.pid)
     stop_job(process)
     output, _ = process.communicate()
     return output or ""
+
+
+def _descendants(root: int) -> List[Tuple[int, str]]:
+    """(pid, command line) of every live descendant of process ``root``."""
+    children: Dict[int, List[int]] = {}
+    commands: Dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                # The command name may hold spaces: the parent pid follows its ')'.
+                parent = int(stat.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                commands[int(entry)] = cmdline.read().replace(b"\0", b" ").decode(
+                    errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found: List[Tuple[int, str]] = []
+    pending = list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        found.append((pid, commands.get(pid, "")))
+        pending += children.get(pid, [])
+    return found
+
+
+def dump_python_stacks(root: int, settle_seconds: float = 3.0) -> None:
+    """Sends SIGABRT to every Python process under ``root`` but the launchers (mpirun
+    forwards their output while it lives): with PYTHONFAULTHANDLER set (mpi_environment)
+    each prints all its threads' Python stacks as it ends."""
+    ranks = [pid for pid, command in _descendants(root)
+             if "python" in command.split(" ")[0] and "tfdistrun" not in command]
+    for pid in ranks:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except ProcessLookupError:
+            pass
+    if ranks:
+        time.sleep(settle_seconds)
+
+
+def run_command(command: Sequence[str], env: Optional[Dict[str, str]] = None,
+                timeout: float = 240, cwd: Optional[Path] = None
+                ) -> "subprocess.CompletedProcess[str]":
+    """Runs ``command`` (mpirun, tfdistrun, a benchmark) with mpi_environment(env) in its
+    own process group; returns its CompletedProcess (stdout and stderr apart).
+
+    Past ``timeout`` it ends the whole group (the ranks too: killing the launcher
+    alone would leave them using the cores for the rest of the run), after the
+    ranks' Python stacks are printed, and fails the calling test with both tails.
+    """
+    process = subprocess.Popen(list(command), env=mpi_environment(env), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=str(cwd or ROOT),
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        dump_python_stacks(process.pid)
+        stop_job(process)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"{' '.join(map(str, command[:6]))} ... hung past {timeout} s; "
+                             f"its stdout:\n{(stdout or '')[-4000:]}\nits stderr (the ranks' "
+                             f"stacks at the end):\n{(stderr or '')[-12000:]}") from None
+    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
 @dataclass

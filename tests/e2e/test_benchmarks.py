@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from mpi_harness import ROOT, mpi_environment, run_workers
+from mpi_harness import ROOT, mpi_environment, run_command, run_workers
 
 
 def test_engine_timer_matches_numpy_at_three_ranks():
@@ -23,12 +23,10 @@ def test_costmodel_timer_matches_numpy_on_emulated_hosts():
 def test_benchmark_runs_from_another_directory(tmp_path):
     # `python -m benchmarks.runtime` only works from the repository root; tfdist-bench
     # (tfdist_bench.py) finds the tree from anywhere.
-    env = mpi_environment()
-    env.pop("TFDIST_SOURCE", None)
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, str(ROOT / "tfdist_bench.py"), "runtime", "--scale", "0.01",
          "--blocks", "1", "--json", "out/runtime.json"],
-        capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
+        {"TFDIST_SOURCE": None}, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads((tmp_path / "out" / "runtime.json").read_text())
     assert document["metadata"]["benchmark"] == "runtime"

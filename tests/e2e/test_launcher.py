@@ -6,14 +6,13 @@ import time
 
 import pytest
 
-from mpi_harness import ROOT, mpi_environment
+from mpi_harness import ROOT, mpi_environment, run_command
 import tfdistrun as launcher
 
 
 def launch(*args, timeout):
     command = [sys.executable, "-m", "tfdistrun", *args]
-    return subprocess.run(command, env=mpi_environment({"GLIBC_TUNABLES": "glibc.malloc.check=0"}),
-                          capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
+    return run_command(command, {"GLIBC_TUNABLES": "glibc.malloc.check=0"}, timeout=timeout)
 
 
 @pytest.mark.parametrize("np_", [2, 3])

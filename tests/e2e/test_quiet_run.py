@@ -1,9 +1,8 @@
 """A tfdistrun job at np = 2 (Keras fit with BackupAndRestore.dataset()) prints none of
 the noise lines docs/troubleshooting.md lists as avoidable."""
-import subprocess
 import sys
 
-from mpi_harness import ROOT, mpi_environment
+from mpi_harness import run_command
 
 NOISE = [
     "shuffle=True` was passed",                      # Keras: fit(shuffle=...) on a Dataset
@@ -16,11 +15,10 @@ NOISE = [
 def test_a_short_keras_job_is_quiet(tmp_path):
     # TF_ENABLE_ONEDNN_OPTS=0 is the user's remedy for TensorFlow's oneDNN lines
     # (docs/troubleshooting.md): tfdistrun must carry it to every rank.
-    env = mpi_environment({"TF_ENABLE_ONEDNN_OPTS": "0"})
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, "-m", "tfdistrun", "-np", "2", "--timeout", "240", sys.executable,
          "tests/workers/quiet_run_worker.py", str(tmp_path / "ckpt")],
-        env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+        {"TF_ENABLE_ONEDNN_OPTS": "0"}, timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert output.count("quiet run done rank") == 2, output[-6000:]

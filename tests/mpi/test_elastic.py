@@ -20,7 +20,6 @@ checkpoint writer killed in the middle of a save; the replacement job kills
 its victim in the middle of a commit. Their weights are checked against a
 numpy replay of the training at the sizes each step ran at.
 """
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -28,7 +27,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from mpi_harness import ROOT, WORKERS, mpi_environment
+from mpi_harness import ROOT, WORKERS, run_command
 from tfdistrun import find_mpirun
 
 WORKER = str(WORKERS / "elastic_worker.py")
@@ -65,13 +64,7 @@ def weights_of(hex_text: str) -> np.ndarray:
 
 
 def run(command: List[str], env: Dict[str, str]) -> str:
-    try:
-        result = subprocess.run(command, env=mpi_environment(env), capture_output=True,
-                                text=True, timeout=TIMEOUT, cwd=str(ROOT))
-    except subprocess.TimeoutExpired as error:
-        output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) \
-            else (error.stdout or "")
-        raise AssertionError(f"the job hung past {TIMEOUT} s:\n{output[-6000:]}")
+    result = run_command(command, env, timeout=TIMEOUT)
     return f"(exit {result.returncode})\n" + result.stdout + result.stderr
 
 
@@ -244,4 +237,20 @@ def test_fewer_survivors_than_min_np_stop_clearly(tmp_path):
         message = " ".join(rest)
         assert message.startswith("ElasticJobError:"), message
         assert "only 2 rank(s) survived, fewer than --min-np 3" in message, message
+    assert "DONE" not in output, output[-6000:]
+
+
+def test_replacements_on_a_host_outside_the_allocation_stop_clearly(tmp_path):
+    script = tmp_path / "discover_hosts.sh"
+    script.write_text('#!/bin/sh\necho no-such-host:2\n')
+    script.chmod(0o755)
+    output = launch(3, "elastic", tmp_path,
+                    ["--elastic", "--host-discovery-script", str(script)])
+    stopped = lines(output, "STOPPED")
+    assert set(stopped) == {0, 1}, output[-6000:]
+    for rest in stopped.values():
+        message = " ".join(rest)
+        assert message.startswith("ElasticJobError:"), message
+        assert "could not start 1 replacement rank(s) on no-such-host (from the host " \
+               "discovery script: each must be a host of mpirun's allocation" in message, message
     assert "DONE" not in output, output[-6000:]

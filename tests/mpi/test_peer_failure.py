@@ -9,11 +9,10 @@ as a membership change: a Python
 exception naming the failed rank, not an abort, even when the user's
 communicator is MPI_ERRORS_ARE_FATAL, and the survivors exit.
 """
-import subprocess
 import sys
 from typing import Dict, List
 
-from mpi_harness import WORKERS, mpi_environment, run_workers
+from mpi_harness import WORKERS, run_command, run_workers
 from tfdistrun import find_mpirun
 
 
@@ -41,13 +40,7 @@ def run_ulfm(mode: str) -> str:
     command: List[str] = [find_mpirun(), "--with-ft", "ulfm", "-np", "3", "--oversubscribe",
                           "--bind-to", "none", sys.executable,
                           str(WORKERS / "peer_failure_worker.py"), mode]
-    try:
-        result = subprocess.run(command, env=mpi_environment(), capture_output=True, text=True,
-                                timeout=240)
-    except subprocess.TimeoutExpired as error:
-        output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else \
-            (error.stdout or "")
-        raise AssertionError(f"the survivors hung instead of exiting:\n{output[-6000:]}")
+    result = run_command(command, timeout=240)
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-6000:]
     return output

@@ -4,6 +4,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -103,3 +105,43 @@ def test_a_scheduled_top_up_runs_once_at_the_next_commit():
     spares.after_commit()
     spares.after_commit()
     assert calls == [1]
+
+
+def test_a_recovery_gives_up_on_a_spawn_that_never_returns(monkeypatch, capsys):
+    # Open MPI can leave MPI_Comm_spawn (or the spare's hello) blocked for good: the
+    # recovery must go on (with replacements) after SPAWN_TIMEOUT_SECONDS, not hang.
+    monkeypatch.setattr(spares, "SPAWN_TIMEOUT_SECONDS", 0.2)
+    never = threading.Event()
+
+    def spawn_one():
+        never.wait(30)
+        return FakeSpare("late")
+
+    pool = spares.SparePool(1, spawn_one)
+    pool.refill()
+    started = time.monotonic()
+    assert pool.claim(1) == []
+    assert time.monotonic() - started < 5
+    assert "a warm spare was still being started after 0 s when a recovery needed it; " \
+           "going on without spares" in capsys.readouterr().err
+    assert pool.claim(1) == []  # given up for good: no second wait
+    pool.release()  # at exit: no wait either
+    assert time.monotonic() - started < 5
+    never.set()
+
+
+def test_an_orphaned_spare_ends_itself(tmp_path):
+    # A spare whose rank 0 is gone ends (exit code 0) wherever it is, here asleep
+    # where it could be importing TensorFlow or blocked in an MPI call.
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    spare = subprocess.run(
+        [sys.executable, "-c",
+         "import socket, threading, time, sys\n"
+         "from tfdist.elastic import spares\n"
+         "threading.Thread(target=spares._end_when_orphaned,\n"
+         f"                 args=(socket.gethostname(), {parent.pid}), daemon=True).start()\n"
+         "time.sleep(60); sys.exit(3)"],
+        capture_output=True, text=True, timeout=50)
+    parent.wait()
+    assert spare.returncode == 0, spare.stderr
+    assert f"exits: its rank 0 (pid {parent.pid}) is gone" in spare.stderr, spare.stderr

@@ -213,9 +213,19 @@ def _spawn_missing(comm: Any, missing: int, info: LaunchInfo) -> Any:
     spawn_info.Set("wdir", os.getcwd())
     if hosts:
         spawn_info.Set("host", ",".join(hosts))
-    intercomm = comm.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
-                           info=spawn_info, root=0)
-    spawn_info.Free()
+    try:
+        intercomm = comm.Spawn(sys.executable, args=_spawn_command(), maxprocs=missing,
+                               info=spawn_info, root=0)
+    except MPI.Exception as error:
+        where = (f"on {', '.join(hosts)} (from the host discovery script: each must be a "
+                 "host of mpirun's allocation, as mpirun names it)" if hosts
+                 else "where mpirun chose")
+        raise ElasticJobError(
+            f"tfdist.elastic: could not start {missing} replacement rank(s) {where}: MPI "
+            f"said {error.Get_error_string()}. The job cannot grow back; restart it, from a "
+            "checkpoint if one was saved.") from None
+    finally:
+        spawn_info.Free()
     intercomm.Set_errhandler(MPI.ERRORS_RETURN)
     merged = intercomm.Merge(high=False)  # the job's ranks first
     merged.Set_errhandler(MPI.ERRORS_RETURN)

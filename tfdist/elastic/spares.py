@@ -49,7 +49,11 @@ ORDER_TAG, ANSWER_TAG, HELLO_TAG, WAITING_TAG, BYE_TAG = 7301, 7302, 7303, 7304,
 POLL_SECONDS = 0.025
 #: How long rank 0 waits for a spare to answer a join order: a spare spawned
 #: just before the failure may still be importing TensorFlow.
-ANSWER_TIMEOUT_SECONDS = 300.0
+ANSWER_TIMEOUT_SECONDS = 120.0
+#: How long a recovery waits for a spawn in progress (MPI_Comm_spawn and the
+#: spare's hello; about a second when it works) before it gives up on spares
+#: and starts replacements: a spawn that never returns must not hold it up.
+SPAWN_TIMEOUT_SECONDS = 60.0
 #: Room for an order (a pickled port name).
 ORDER_BYTES = 1 << 14
 #: The program a spare runs: MPI first (rank 0's spawn returns once the spare's
@@ -69,7 +73,11 @@ def process_alive(host: str, pid: int) -> Optional[bool]:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a process that has ended but is not yet reaped (a zombie) is gone too
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def spare_arguments(parent_host: str, parent_pid: int, program: List[str]) -> List[str]:
@@ -151,11 +159,22 @@ class SparePool:
             with self._lock:
                 self.ready.append(spare)
 
-    def wait_spawning(self) -> None:
-        """Waits for a spawn in progress (on COMM_SELF: no failure of another rank stops it)."""
+    def wait_spawning(self, timeout: Optional[float] = None) -> bool:
+        """Waits for a spawn in progress, at most ``timeout`` seconds (None: for good);
+        whether none is in progress now. A spawn runs on COMM_SELF: no failure of
+        another rank stops it, but Open MPI can leave it blocked for good."""
         thread = self._thread
         if thread is not None:
-            thread.join()
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    def _give_up_on_spawning(self, when: str) -> None:
+        """A spawn did not end in SPAWN_TIMEOUT_SECONDS: no spare is used from now on."""
+        self._closing = True
+        print(f"tfdist.elastic: a warm spare was still being started after "
+              f"{SPAWN_TIMEOUT_SECONDS:.0f} s {when}; going on without spares", file=sys.stderr,
+              flush=True)
 
     def claim(self, count: int) -> List[str]:
         """Orders up to ``count`` live spares to join; returns their port names, in order.
@@ -167,9 +186,11 @@ class SparePool:
         from mpi4py import MPI
 
         ports: List[str] = []
-        if count <= 0:
+        if count <= 0 or self._closing:
             return ports
-        self.wait_spawning()
+        if not self.wait_spawning(SPAWN_TIMEOUT_SECONDS):
+            self._give_up_on_spawning("when a recovery needed it")
+            return ports
         while len(ports) < count and self.ready:
             with self._lock:
                 spare = self.ready.pop(0)
@@ -190,8 +211,9 @@ class SparePool:
         goodbye, so that the spare's last message to this process is sent
         while this process is still in MPI.
         """
-        self._closing = True
-        self.wait_spawning()
+        gave_up, self._closing = self._closing, True
+        if not gave_up and not self.wait_spawning(SPAWN_TIMEOUT_SECONDS):
+            self._give_up_on_spawning("at the end of the job")  # it ends with this process
         with self._lock:
             spares, self.ready = self.ready, []
         for spare in spares:
@@ -256,8 +278,18 @@ def spawn_one(program: List[str], hosts: Callable[[], List[str]]) -> Spare:
     finally:
         info.Free()
     inter.Set_errhandler(MPI.ERRORS_RETURN)
-    host, pid = inter.recv(source=0, tag=HELLO_TAG)
-    return Spare(inter, host, pid)
+    hello = inter.irecv(bytearray(ORDER_BYTES), source=0, tag=HELLO_TAG)
+    deadline = time.monotonic() + SPAWN_TIMEOUT_SECONDS
+    while True:
+        done, message = hello.test()
+        if done:
+            host, pid = message
+            return Spare(inter, host, pid)
+        if time.monotonic() > deadline:
+            hello.Cancel()
+            raise TimeoutError(f"the spare did not say hello within {SPAWN_TIMEOUT_SECONDS:.0f} s "
+                               "of its start (it ends when this process does)")
+        time.sleep(POLL_SECONDS)
 
 
 class _Holder:
@@ -344,15 +376,30 @@ class _SpareState:
         self.parent: Any = None
         self.parent_host = ""
         self.parent_pid = 0
+        #: Set once the spare has joined the job (its watchdog then stops).
+        self.joined = threading.Event()
 
 
 _spare = _SpareState()
+
+
+def _end_when_orphaned(parent_host: str, parent_pid: int) -> None:
+    """A spare's watchdog: ends this process once its rank 0 is gone while it has not
+    joined, wherever the spare then is (importing TensorFlow, or blocked in an MPI call
+    to its dead parent): an orphaned spare must not outlive the job and hold up its end."""
+    while not _spare.joined.wait(1.0):
+        if process_alive(parent_host, parent_pid) is False:
+            print(f"tfdist.elastic: warm spare (pid {os.getpid()} on {socket.gethostname()}) "
+                  f"exits: its rank 0 (pid {parent_pid}) is gone", file=sys.stderr, flush=True)
+            os._exit(0)
 
 
 def become_spare(parent: Any, parent_host: str, parent_pid: int) -> None:
     """Marks this process as a spare of ``parent`` (warm_spare.py, once MPI is up)."""
     from mpi4py import MPI
 
+    threading.Thread(target=_end_when_orphaned, args=(parent_host, parent_pid),
+                     name="tfdist-spare-watchdog", daemon=True).start()
     parent.Set_errhandler(MPI.ERRORS_RETURN)
     parent.send((socket.gethostname(), os.getpid()), dest=0, tag=HELLO_TAG)
     _spare.parent, _spare.parent_host, _spare.parent_pid = parent, parent_host, parent_pid
@@ -406,6 +453,7 @@ def wait_until_needed() -> Any:
     _spare.parent = None
     merged = inter.Merge(high=True)
     merged.Set_errhandler(MPI.ERRORS_RETURN)
+    _spare.joined.set()
     print(f"tfdist.elastic: warm spare (pid {os.getpid()} on {socket.gethostname()}) joined "
           f"as rank {merged.Get_rank()} of {merged.Get_size()}", file=sys.stderr, flush=True)
     return merged
