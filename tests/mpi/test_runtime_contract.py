@@ -1,4 +1,4 @@
-"""The runtime contract (docs/design.md) at np = 2, 3 and 4.
+"""The runtime contract (docs/design.md) at np = 2 and 3.
 
 One mpirun per size runs tests/workers/runtime_contract.py, which checks, on
 every rank and against numpy: init() failing on every rank when ranks'
@@ -24,7 +24,9 @@ import pytest
 from mpi_harness import assert_check_passed, check_names, run_job
 
 WORKER = "runtime_contract.py"
-SIZES = [2, 3, 4]
+# 2 and an odd size; np 4 is left to the collectives, differential and process-set
+# suites (this job was CI's slowest launch, 66 s there).
+SIZES = [2, 3]
 
 
 @pytest.fixture(scope="module")
