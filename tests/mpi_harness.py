@@ -104,21 +104,22 @@ def run_job(script: str, np: int, args: Sequence[str] = (), timeout: float = 240
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        output = end_process_group(process)
+        output, _ = end_process_group(process)
         record_launch(script, np, args, time.monotonic() - started)
         return Job(script, np, output, None, timeout)
     record_launch(script, np, args, time.monotonic() - started)
     return Job(script, np, output, process.returncode, timeout)
 
 
-def end_process_group(process: "subprocess.Popen[str]") -> str:
+def end_process_group(process: "subprocess.Popen[str]") -> Tuple[str, str]:
     """Ends a job that ran past its timeout, ranks included, and returns what it had
-    printed: first every rank's Python stacks (dump_python_stacks), so that the output
-    shows where it hung; then tfdistrun's own stop (SIGTERM to the group, then SIGKILL)."""
+    printed (stdout, stderr; "" for a stream not piped apart): first every rank's
+    Python stacks (dump_python_stacks), so that the output shows where it hung; then
+    tfdistrun's own stop (SIGTERM to the group, then SIGKILL)."""
     dump_python_stacks(process.pid)
     stop_job(process)
-    output, _ = process.communicate()
-    return output or ""
+    stdout, stderr = process.communicate()
+    return stdout or "", stderr or ""
 
 
 def _descendants(root: int) -> List[Tuple[int, str]]:
@@ -178,12 +179,10 @@ def run_command(command: Sequence[str], env: Optional[Dict[str, str]] = None,
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        dump_python_stacks(process.pid)
-        stop_job(process)
-        stdout, stderr = process.communicate()
+        stdout, stderr = end_process_group(process)
         raise AssertionError(f"{' '.join(map(str, command[:6]))} ... hung past {timeout} s; "
-                             f"its stdout:\n{(stdout or '')[-4000:]}\nits stderr (the ranks' "
-                             f"stacks at the end):\n{(stderr or '')[-12000:]}") from None
+                             f"its stdout:\n{stdout[-4000:]}\nits stderr (the ranks' "
+                             f"stacks at the end):\n{stderr[-12000:]}") from None
     return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 

@@ -2,10 +2,9 @@
 benchmarks.huge_pages build from the source tree, the cost-model timer, and one
 benchmark run through tfdist-bench from another directory."""
 import json
-import subprocess
 import sys
 
-from mpi_harness import ROOT, mpi_environment, run_command, run_workers
+from mpi_harness import ROOT, run_command, run_workers
 
 
 def test_engine_timer_matches_numpy_at_three_ranks():
