@@ -228,15 +228,23 @@ class SparePool:
             spare.free()
 
 
-def _wait_for(spare: Spare, done: Callable[[], bool]) -> bool:
+def _poll_until(done: Callable[[], bool], seconds: float,
+                gone: Callable[[], bool] = lambda: False, interval: float = POLL_SECONDS) -> bool:
+    """Calls ``done`` every ``interval`` seconds until it is true (True), or ``gone`` is
+    true or ``seconds`` have passed (False)."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if gone() or time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def _wait_for(spare: Spare, done: Callable[[], bool], interval: float = POLL_SECONDS) -> bool:
     """Polls ``done`` until it is true (True), or the spare died or took longer than
     ANSWER_TIMEOUT_SECONDS (False)."""
-    deadline = time.monotonic() + ANSWER_TIMEOUT_SECONDS
-    while not done():
-        if process_alive(spare.host, spare.pid) is False or time.monotonic() > deadline:
-            return False
-        time.sleep(POLL_SECONDS)
-    return True
+    return _poll_until(done, ANSWER_TIMEOUT_SECONDS,
+                       lambda: process_alive(spare.host, spare.pid) is False, interval)
 
 
 def _order_join(spare: Spare, port: str) -> bool:
@@ -246,17 +254,12 @@ def _order_join(spare: Spare, port: str) -> bool:
     try:
         spare.inter.send(("join", port), dest=0, tag=ORDER_TAG)
         answer = spare.inter.irecv(bytearray(64), source=0, tag=ANSWER_TAG)
-        deadline = time.monotonic() + ANSWER_TIMEOUT_SECONDS
-        while True:
-            done, _ = answer.test()
-            if done:
-                return True
-            if process_alive(spare.host, spare.pid) is False or time.monotonic() > deadline:
-                print(f"tfdist.elastic: the warm spare (pid {spare.pid} on {spare.host}) did "
-                      "not answer; starting a replacement instead", file=sys.stderr, flush=True)
-                answer.Cancel()
-                return False
-            time.sleep(POLL_SECONDS / 5)
+        if _wait_for(spare, lambda: bool(answer.test()[0]), interval=POLL_SECONDS / 5):
+            return True
+        print(f"tfdist.elastic: the warm spare (pid {spare.pid} on {spare.host}) did "
+              "not answer; starting a replacement instead", file=sys.stderr, flush=True)
+        answer.Cancel()
+        return False
     except MPI.Exception:
         return False
 
@@ -279,17 +282,20 @@ def spawn_one(program: List[str], hosts: Callable[[], List[str]]) -> Spare:
         info.Free()
     inter.Set_errhandler(MPI.ERRORS_RETURN)
     hello = inter.irecv(bytearray(ORDER_BYTES), source=0, tag=HELLO_TAG)
-    deadline = time.monotonic() + SPAWN_TIMEOUT_SECONDS
-    while True:
+    received: List[Tuple[str, int]] = []
+
+    def said_hello() -> bool:
         done, message = hello.test()
         if done:
-            host, pid = message
-            return Spare(inter, host, pid)
-        if time.monotonic() > deadline:
-            hello.Cancel()
-            raise TimeoutError(f"the spare did not say hello within {SPAWN_TIMEOUT_SECONDS:.0f} s "
-                               "of its start (it ends when this process does)")
-        time.sleep(POLL_SECONDS)
+            received.append(message)
+        return bool(done)
+
+    if not _poll_until(said_hello, SPAWN_TIMEOUT_SECONDS):
+        hello.Cancel()
+        raise TimeoutError(f"the spare did not say hello within {SPAWN_TIMEOUT_SECONDS:.0f} s "
+                           "of its start (it ends when this process does)")
+    host, pid = received[0]
+    return Spare(inter, host, pid)
 
 
 class _Holder:
