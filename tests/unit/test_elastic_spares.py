@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from mpi_harness import mpi_environment
 from tfdist.config import ConfigError, LaunchInfo
 from tfdist.elastic import spares
 
@@ -43,7 +44,9 @@ def test_a_negative_spare_count_is_named():
                                      ["a.py", "--", "b"]])
 def test_a_spare_command_line_round_trips(program):
     argv = spares.spare_arguments("node7", 1234, program)
-    assert argv[0] == "-c" and "from mpi4py import MPI" in argv[1].split(";")[0]
+    # MPI before any other import but sys: rank 0's spawn returns once MPI_Init has.
+    imports = [part.strip() for part in argv[1].split(";") if "import" in part]
+    assert argv[0] == "-c" and imports[:2] == ["import sys", "from mpi4py import MPI"]
     assert spares.parse_spare_arguments(argv[2:]) == ("node7", 1234, program)
 
 
@@ -136,12 +139,29 @@ def test_an_orphaned_spare_ends_itself(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     spare = subprocess.run(
         [sys.executable, "-c",
-         "import socket, threading, time, sys\n"
+         f"import sys; sys.path.insert(0, {spares.PACKAGE_ROOT!r})\n"
+         "import socket, threading, time\n"
          "from tfdist.elastic import spares\n"
          "threading.Thread(target=spares._end_when_orphaned,\n"
          f"                 args=(socket.gethostname(), {parent.pid}), daemon=True).start()\n"
          "time.sleep(60); sys.exit(3)"],
-        capture_output=True, text=True, timeout=50)
+        cwd=tmp_path, capture_output=True, text=True, timeout=50)
     parent.wait()
     assert spare.returncode == 0, spare.stderr
     assert f"exits: its rank 0 (pid {parent.pid}) is gone" in spare.stderr, spare.stderr
+
+
+def test_a_spare_runs_the_tfdist_of_its_rank_0_not_the_one_in_its_directory(tmp_path):
+    # `python -c` puts the working directory first on sys.path: a spare started in
+    # a tfdist source tree without a built library (a clean clone whose tfdist
+    # went to site-packages) imported that tree and died before its hello.
+    decoy = tmp_path / "tfdist"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("import sys\nsys.exit('the decoy tfdist was imported')\n")
+    started = subprocess.run(
+        [sys.executable, *spares.spare_arguments("somehost", 1, ["train.py"])],
+        cwd=tmp_path, env=mpi_environment(), capture_output=True, text=True, timeout=120)
+    # It got as far as the real warm_spare, which refuses to run without a rank 0.
+    assert "decoy" not in started.stderr, started.stderr
+    assert "not by hand" in started.stderr, started.stderr
+    assert started.returncode != 0

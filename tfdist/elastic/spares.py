@@ -38,6 +38,7 @@ import socket
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
 from tfdist.config import LaunchInfo
@@ -59,8 +60,19 @@ ORDER_BYTES = 1 << 14
 #: The program a spare runs: MPI first (rank 0's spawn returns once the spare's
 #: MPI_Init has), then the module (importing tfdist.elastic imports TensorFlow).
 SPARE_MODULE = "tfdist.elastic.warm_spare"
-_BOOT = ("from mpi4py import MPI; import runpy; "
-         f"runpy.run_module({SPARE_MODULE!r}, run_name='__main__')")
+#: Where this process found tfdist. ``python -c`` puts the working directory
+#: first on sys.path, so a spare started in a tfdist source tree would import
+#: that tree (maybe unbuilt, maybe another version) instead of the tfdist
+#: rank 0 runs; the spare puts this directory first.
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+def boot_code(package_root: str = PACKAGE_ROOT) -> str:
+    """The ``python -c`` code a spare starts with: the tfdist at ``package_root``
+    first on sys.path, MPI up, then SPARE_MODULE."""
+    return (f"import sys; sys.path.insert(0, {package_root!r}); "
+            "from mpi4py import MPI; import runpy; "
+            f"runpy.run_module({SPARE_MODULE!r}, run_name='__main__')")
 
 
 def process_alive(host: str, pid: int) -> Optional[bool]:
@@ -82,7 +94,7 @@ def process_alive(host: str, pid: int) -> Optional[bool]:
 
 def spare_arguments(parent_host: str, parent_pid: int, program: List[str]) -> List[str]:
     """sys.executable's arguments for a spare of the process ``parent_pid`` running ``program``."""
-    return ["-c", _BOOT, "--parent", f"{parent_host}:{parent_pid}", "--", *program]
+    return ["-c", boot_code(), "--parent", f"{parent_host}:{parent_pid}", "--", *program]
 
 
 def parse_spare_arguments(argv: List[str]) -> Tuple[str, int, List[str]]:
