@@ -16,7 +16,14 @@ model, rounds alternate between:
 - ``tfdist``: the same model with ``DistributedOptimizer`` (gradients
   averaged every step), or, with ``--method mwms``, TensorFlow's
   ``MultiWorkerMirroredStrategy`` (in its own job: it must be created
-  before TensorFlow runs anything, and it needs its gRPC servers).
+  before TensorFlow runs anything, and it needs its gRPC servers);
+- with ``--serial-bounds``, ``lockstep+mpi`` and ``lockstep+tfdist``: the
+  plain model and, before every step, one allreduce of as many float32 as it
+  has parameters (the gradients' bytes), by ``MPI_Allreduce`` or by one
+  eager ``tfdist.allreduce``, with nothing to overlap it. With one core per
+  rank, moving the bytes takes the core from the step whatever the scheme,
+  so these rows bound what data-parallel training can reach on the machine
+  with that allreduce.
 
 Throughput is the sum over ranks of samples per second; the ratio to the
 ceiling is the fraction of the machine that data-parallel training keeps.
@@ -174,6 +181,41 @@ def _lockstep_trainer(kind: str, batch: int, rank: int, comm) -> Trainer:
     return trainer
 
 
+def _serial_bound_trainer(kind: str, batch: int, rank: int, comm, through: str) -> Trainer:
+    """The plain model and, before every step, a blocking allreduce of its parameters' bytes.
+
+    ``through``: ``"mpi"`` (``MPI_Allreduce`` in place, what MPI alone needs for the bytes)
+    or ``"tfdist"`` (one eager ``tfdist.allreduce`` of one tensor: what one fused
+    gradient group costs through tfdist's runtime, without the optimizer's integration).
+    The buffer holds zeros, so a Sum leaves it as it is, step after step.
+    """
+    import keras
+    import numpy as np
+
+    trainer = _plain_trainer(kind, batch, rank)
+    count = trainer.model.count_params()
+    if through == "mpi":
+        from mpi4py import MPI
+        buffer = np.zeros(count, np.float32)
+
+        def allreduce() -> None:
+            comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+    else:
+        import tensorflow as tf
+        import tfdist
+        tensor = tf.zeros([count], tf.float32)
+
+        def allreduce() -> None:
+            tfdist.allreduce(tensor, op=tfdist.Sum, name=f"serial_bound_{kind}")
+
+    class AllreduceEveryStep(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            allreduce()
+
+    trainer.fit_kwargs = {"callbacks": [AllreduceEveryStep()]}
+    return trainer
+
+
 def _tfdist_trainer(kind: str, batch: int, rank: int, num_groups: int) -> Trainer:
     import keras
     import tfdist.keras as hvd
@@ -278,7 +320,7 @@ def _set_threads(intra: int, inter: int) -> None:
 
 
 def run(method: str, models: List[str], batch: int, steps: Dict[str, int], rounds: int,
-        num_groups: List[int], threads: int) -> Dict:
+        num_groups: List[int], threads: int, serial_bounds: bool = False) -> Dict:
     """Runs the benchmark on every rank; returns the results (meaningful on every rank)."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -295,6 +337,10 @@ def run(method: str, models: List[str], batch: int, steps: Dict[str, int], round
             "ceiling": _plain_trainer(kind, batch, comm.rank),
             "lockstep": _lockstep_trainer(kind, batch, comm.rank, comm),
         }
+        if serial_bounds:
+            for through in ("mpi", "tfdist"):
+                trainers[f"lockstep+{through}"] = _serial_bound_trainer(
+                    kind, batch, comm.rank, comm, through)
         try:
             if method == "tfdist":
                 for groups in num_groups:
@@ -410,14 +456,20 @@ def main(argv: List[str]) -> int:
                              "(the default, None, is 1 on CPUs and 0 with GPUs)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op and inter-op threads per rank")
+    parser.add_argument("--serial-bounds", action="store_true",
+                        help="also the plain model with one allreduce of its parameters' "
+                             "bytes before every step (MPI_Allreduce, and tfdist.allreduce)")
     _results.add_arguments(parser, "merge the results into this file (one entry per "
                                    "--method), with X.md beside it")
     args = parser.parse_args(argv)
     _results.check_arguments(parser, args)
+    if args.serial_bounds and args.method != "tfdist":
+        parser.error("--serial-bounds needs --method tfdist (its job runs tfdist's runtime)")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     results = run(args.method, args.models.split(","), args.batch,
                   {"cnn": args.cnn_steps, "mlp": args.mlp_steps}, args.rounds,
-                  [int(g) for g in args.num_groups.split(",")], args.threads)
+                  [int(g) for g in args.num_groups.split(",")], args.threads,
+                  args.serial_bounds)
     from mpi4py import MPI
     if MPI.COMM_WORLD.rank == 0:
         _results.publish(args, "training", _merge(args.json, results), argv,

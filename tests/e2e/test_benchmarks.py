@@ -4,6 +4,8 @@ benchmark run through tfdist-bench from another directory."""
 import json
 import sys
 
+import pytest
+
 from mpi_harness import ROOT, run_command, run_workers
 
 
@@ -32,3 +34,23 @@ def test_benchmark_runs_from_another_directory(tmp_path):
     assert document["ranks"] == 1 and document["step_allreduces_per_step"] >= 1
     assert "| (1) eager allreduce, 4 B | MPI_Allreduce |" in result.stdout
     assert (tmp_path / "out" / "runtime.md").is_file()
+
+
+def test_training_benchmark_measures_every_row_against_the_ceiling(tmp_path):
+    # A few steps of the MLP at np 2, with the serial bounds: every row of the table
+    # gets a throughput and a ratio to the ceiling of the same rounds.
+    result = run_command(
+        [sys.executable, "-m", "tfdistrun", "-np", "2", "--timeout", "240", sys.executable,
+         "-m", "benchmarks.training", "--models", "mlp", "--mlp-steps", "5", "--rounds", "2",
+         "--num-groups", "1", "--serial-bounds", "--json", str(tmp_path / "training.json")],
+        timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    entry = json.loads((tmp_path / "training.json").read_text())["tfdist"]["models"]["mlp"]
+    assert entry["parameters"] == 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10
+    rows = {"lockstep", "lockstep+mpi", "lockstep+tfdist", "tfdist[num_groups=1]"}
+    assert rows <= set(entry), entry
+    for name in rows:
+        ratios = entry[name]["round_ratios"]
+        assert len(ratios) == 2 and all(r > 0 for r in ratios), (name, ratios)
+        assert entry[name]["ratio"] == pytest.approx(sum(ratios) / 2)  # the median of two
+    assert "| mlp | 669706 | lockstep+tfdist |" in (tmp_path / "training.md").read_text()
