@@ -16,6 +16,13 @@ up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed.
         mpirun -np 4 --oversubscribe --bind-to none python -m benchmarks.allreduce \
         --auto-vs-forced --json docs/results/auto-vs-forced-2x2-10g.json
 
+With ``--repeat-forced`` every forced algorithm is timed a second time in each
+round, as a column of its own (``ring#2``: the same calls under another name).
+The size's fastest forced algorithm's second column over its first is what a
+perfect chooser, one that always runs that algorithm, would score against
+"the best forced algorithm" in the same rounds: the floor of the "auto / best
+forced" figure on this machine, which picks the least of several noisy columns.
+
 Across emulated hosts the summary adds hierarchical's time over the ring's; with
 an emulated latency, what the tree costs beyond the butterfly in latencies L
 (issue 25, section 5: docs/algorithms.md, "Sequential messages over an emulated
@@ -132,15 +139,21 @@ def _host_count() -> int:
     return virtual if virtual > 0 else 1
 
 
+#: The suffix of a forced algorithm's second column (--repeat-forced).
+REPEAT = "#2"
+
+
 def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
-                           seconds_per_cell: float) -> List[Dict]:
-    """One row per size: µs per call of auto, of every forced algorithm and of MPI."""
+                           seconds_per_cell: float, repeat_forced: bool = False) -> List[Dict]:
+    """One row per size: µs per call of auto, of every forced algorithm and of MPI
+    (with ``repeat_forced``, of every forced algorithm a second time)."""
     import tensorflow as tf
     from mpi4py import MPI
 
     import tfdist
     forced = _forced_algorithms(comm)
-    methods = ["auto", *forced, "mpi"]
+    repeats = [f"{a}{REPEAT}" for a in forced] if repeat_forced else []
+    methods = ["auto", *forced, *repeats, "mpi"]
     rows = []
     for nbytes in sizes:
         count = max(1, nbytes // 4)
@@ -155,7 +168,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                 for _ in range(n):
                     comm.Allreduce(send, receive, op=MPI.SUM)
             else:
-                algorithm = None if method == "auto" else method
+                algorithm = None if method == "auto" else method.split(REPEAT)[0]
                 name = f"bench.avf.{method}.{nbytes}"
                 for _ in range(n):
                     tfdist.allreduce(x, op=tfdist.Sum, name=name, algorithm=algorithm)
@@ -189,6 +202,10 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         row["best_forced"] = best
         row["auto_vs_best_forced"] = row["auto_us"] / row[f"{best}_us"]
         row["auto_vs_mpi"] = row["auto_us"] / row["mpi_us"]
+        if repeats:
+            # The best algorithm again, in the same rounds: a perfect chooser's score.
+            row["best_forced_again_vs_best_forced"] = (row[f"{best}{REPEAT}_us"]
+                                                       / row[f"{best}_us"])
         row["load_average"] = os.getloadavg()[0]
         row.update(_link_ratios(row, forced))
         rows.append(row)
@@ -237,6 +254,19 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
             f"rank's mean per call. auto within 5% of the best forced algorithm at "
             f"{within} of {len(rows)} sizes. Load: the 1-minute load average after each size.")
     lines = [head, "", _auto_header(forced)] + [_format_auto_row(row, forced) for row in rows]
+    if any("best_forced_again_vs_best_forced" in r for r in rows):
+        lines += ["", "The A/A control (`--repeat-forced`): every forced algorithm timed a second "
+                  "time in the same rounds; the best forced algorithm's second column over its "
+                  "first is what a chooser that always ran it would score.", "",
+                  "| size | best forced | its second column / it | auto / best forced | "
+                  + " | ".join(f"{a}{REPEAT} / {a}" for a in forced) + " |",
+                  "|---" * (len(forced) + 4) + "|"]
+        for r in rows:
+            lines.append(f"| {_human(r['bytes'])} | {r['best_forced']} "
+                         f"| {r['best_forced_again_vs_best_forced']:.2f} "
+                         f"| {r['auto_vs_best_forced']:.2f} | "
+                         + " | ".join(f"{r[f'{a}{REPEAT}_us'] / r[f'{a}_us']:.2f}"
+                                      for a in forced) + " |")
     for key, what in (("hierarchical_vs_ring", "hierarchical / ring"),
                       ("tree_minus_butterfly_in_latencies",
                        "(tree - butterfly) in emulated latencies L")):
@@ -314,6 +344,9 @@ def main(argv: List[str]) -> int:
                         help="--auto-vs-forced: interleaved rounds per size")
     parser.add_argument("--seconds-per-cell", type=float, default=0.05,
                         help="--auto-vs-forced: time of one method's block in a round")
+    parser.add_argument("--repeat-forced", action="store_true",
+                        help="--auto-vs-forced: time every forced algorithm twice per round "
+                             "(the A/A control)")
     _results.add_arguments(parser)
     args = parser.parse_args(argv)
     _results.check_arguments(parser, args)
@@ -333,7 +366,8 @@ def main(argv: List[str]) -> int:
         if comm.rank == 0:
             print(f"# np={comm.size}, hosts={_host_count()}", flush=True)
             print(_auto_header(forced), flush=True)
-        rows = measure_auto_vs_forced(comm, sizes, args.rounds, args.seconds_per_cell)
+        rows = measure_auto_vs_forced(comm, sizes, args.rounds, args.seconds_per_cell,
+                                      args.repeat_forced)
         if comm.rank == 0:
             _results.publish(args, "allreduce",
                              {"mode": "auto_vs_forced", "np": comm.size, "hosts": _host_count(),
