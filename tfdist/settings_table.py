@@ -60,7 +60,7 @@ SETTINGS: Tuple[Setting, ...] = (
             "Allreduce algorithm when a call names none: `auto` (the cost model chooses "
             "per call) or one of tree, butterfly, ring, rabenseifner, hierarchical, mpi.",
             cpp_key="algorithm", cpp_member="default_algorithm"),
-    Setting("auto_trials", "int", 3,
+    Setting("auto_trials", "int", 5,
             "Timed calls of each of its candidates (the algorithms the cost model "
             "predicts within 3x of its pick) that `auto` makes per size class (bytes "
             "rounded down to a power of two) before it keeps the fastest for the job; "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cc/core/runtime/config.h"
 #include "cc/core/tuning/algorithm_chooser.h"
 #include "cc/core/tuning/cost_model.h"
 #include "cc/tests/test_harness.h"
@@ -74,6 +75,30 @@ TFDIST_TEST(AlgorithmChooserComparesTheFastestCallOfEach) {
   }
   CHECK(chooser.Decided(1 << 20));
   CHECK(chooser.Pick(1 << 20) == kRabe);
+  // What the debug log prints: each candidate, the pick first, with its fastest call.
+  const auto fastest = chooser.TrialSeconds(1 << 20);
+  CHECK(fastest.size() == 2);
+  CHECK(fastest[0].first == kRabe && fastest[0].second == 100e-6);
+  CHECK(fastest[1].first == kRing && fastest[1].second == 120e-6);
+}
+
+TFDIST_TEST(AlgorithmChooserRingWithTwoColdCallsWinsWithTheDefaultTrials) {
+  // The ring's first two calls of a size are cold (15 and 74 ms against 3.8 ms
+  // at 16 MiB, np 2), Rabenseifner's first only. With the default five calls
+  // each the ring still has three warm ones and wins by what it is faster.
+  AlgorithmChooser chooser(RabenseifnerThenRing, tfdist::RuntimeConfig().auto_trials);
+  const size_t bytes = 16 << 20;
+  const double rabe[] = {21.7e-3, 4.75e-3, 4.79e-3, 4.40e-3, 4.62e-3};
+  const double ring[] = {14.9e-3, 74.0e-3, 5.1e-3, 3.8e-3, 4.0e-3};
+  int call[2] = {0, 0};
+  while (chooser.Wants(bytes)) {
+    const AllreduceAlgorithm ran = chooser.Pick(bytes);
+    const int which = ran == kRabe ? 0 : 1;
+    CHECK(call[which] < 5);
+    chooser.Report(bytes, ran, (which == 0 ? rabe : ring)[call[which]++]);
+  }
+  CHECK(call[0] == 5 && call[1] == 5);
+  CHECK(chooser.Pick(bytes) == kRing);
 }
 
 TFDIST_TEST(AlgorithmChooserIgnoresReportsOfOtherAlgorithms) {

@@ -15,10 +15,10 @@ namespace tfdist {
 struct RuntimeConfig {
   // Used when an allreduce asks for no algorithm of its own.
   AllreduceAlgorithm default_algorithm = AllreduceAlgorithm::kAuto;
-  // Timed calls of each of its two candidates that "auto" makes per size
-  // class before keeping the faster (algorithm_chooser.h); 0: the model's
-  // pick, untimed.
-  int auto_trials = 3;
+  // Timed calls of each of its candidates that "auto" makes per size class
+  // before keeping the fastest (algorithm_chooser.h); 0: the model's pick,
+  // untimed.
+  int auto_trials = 5;
   // Fusion buffer size in bytes; 0 turns fusion off.
   size_t fusion_threshold_bytes = 64 << 20;
   // Longest pause between negotiation rounds while requests wait.

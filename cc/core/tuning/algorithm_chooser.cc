@@ -61,6 +61,17 @@ bool AlgorithmChooser::Decided(size_t bytes) const {
   return ClassOf(bytes).decided;
 }
 
+std::vector<std::pair<AllreduceAlgorithm, double>> AlgorithmChooser::TrialSeconds(
+    size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Class& c = ClassOf(bytes);
+  std::vector<std::pair<AllreduceAlgorithm, double>> seconds;
+  for (size_t i = 0; i < c.candidates.size(); ++i) {
+    seconds.emplace_back(c.candidates[i], c.best_seconds[i]);
+  }
+  return seconds;
+}
+
 void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
                               double agreed_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cc/core/collectives/algorithm.h"
@@ -64,6 +65,9 @@ class AlgorithmChooser {
   // Whether the class of `bytes` has made its choice (for the tests and the
   // debug log).
   bool Decided(size_t bytes) const;
+  // The class's candidates and each one's fastest trial call so far, in
+  // seconds (0 before its first): what the debug log prints on a decision.
+  std::vector<std::pair<AllreduceAlgorithm, double>> TrialSeconds(size_t bytes) const;
 
   // The size class of `bytes`: floor(log2(bytes)), 0 for 0 and 1.
   static int SizeClass(size_t bytes);
