@@ -242,6 +242,12 @@ def check_eager_fast_path(rank, size):
         np.testing.assert_array_equal(second.numpy(), 2 * expected)
         np.testing.assert_allclose(third.numpy(), expected / size, rtol=1e-6)
         assert first.device.endswith("CPU:0") and first.dtype == tf.float32
+        # The largest tensor the fast path takes, averaged: every element right.
+        count = eager.FAST_PATH_MAX_BYTES // 4
+        at_limit = tf.fill([count], float(rank + 1))
+        mean = tfdist.allreduce(at_limit, op=tfdist.Average, name="fast.at_limit")
+        assert len(calls) == 4 and calls[-1] == b"fast.at_limit", calls
+        np.testing.assert_allclose(mean.numpy(), np.full(count, (size + 1) / 2), rtol=1e-6)
 
         # The op is used where it matters: a tape that may record, a traced
         # function, a forced algorithm, a tensor over the size limit.
@@ -257,7 +263,7 @@ def check_eager_fast_path(rank, size):
         big = tf.fill([count], float(rank + 1))
         total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
-        assert len(calls) == 4, calls
+        assert len(calls) == 5, calls
 
         # Errors come back as the op's errors.
         try:
@@ -266,7 +272,7 @@ def check_eager_fast_path(rank, size):
             assert "fast.mismatch" in str(error), error
         else:
             assert size == 1, "a shape mismatch did not fail"
-        assert len(calls) == 5, calls
+        assert len(calls) == 6, calls
     finally:
         eager._entry_point = lambda: entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)
