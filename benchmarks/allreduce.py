@@ -143,6 +143,15 @@ def _host_count() -> int:
 REPEAT = "#2"
 
 
+def _auto_trial_calls(nbytes: int) -> int:
+    """The most calls auto's trials of a size can take (AlgorithmChooser::RoundsFor, at
+    most five candidates), so that no timed block of auto holds a trial."""
+    import tfdist
+    trials = tfdist.RuntimeSettings.from_environment().auto_trials
+    per_candidate = trials * (1 if nbytes >= 1 << 20 else 2 if nbytes >= 1 << 16 else 4)
+    return 5 * per_candidate
+
+
 def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                            seconds_per_cell: float, repeat_forced: bool = False) -> List[Dict]:
     """One row per size: µs per call of auto, of every forced algorithm and of MPI
@@ -177,7 +186,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
         for method in methods:
-            run(method, 64 if method == "auto" else 2)  # auto: past its trials (<= 60)
+            run(method, _auto_trial_calls(nbytes) + 2 if method == "auto" else 2)
         probe = max(run(m, 1) for m in methods)
         calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
         samples: Dict[str, List[float]] = {m: [] for m in methods}
