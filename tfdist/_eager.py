@@ -32,12 +32,8 @@ try:  # TensorFlow internals; without them every call takes the op.
 except ImportError:  # pragma: no cover - depends on the TensorFlow version
     _EagerTensor = None
 
-#: Largest tensor, in bytes, that takes the fast path. Up to here the copy of
-#: the result into a new tensor costs less than TensorFlow's op dispatch: at
-#: np 2 the fast path took 0.53-0.87x the op's time at 128 KiB and 0.79-0.97x at
-#: 256 KiB; from 384 KiB to 1 MiB they were even (0.83-1.09x), and at 4 MiB the
-#: copy made it 1.19x (docs/runtime.md, "The eager fast path").
-FAST_PATH_MAX_BYTES = 256 * 1024
+#: Largest tensor, in bytes, that takes the fast path.
+FAST_PATH_MAX_BYTES = 64 * 1024
 
 # tf dtype enum -> the core's DataType code (cc/core/base/data_type.h).
 _CORE_DTYPE = {dtype.as_datatype_enum: code
