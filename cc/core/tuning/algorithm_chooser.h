@@ -15,12 +15,13 @@
 // the pick's), `trials` calls each, each call timed by its caller and the
 // time agreed across the ranks (the slowest rank's, so every rank reports
 // the same number); then the class keeps the one whose fastest call was the
-// fastest, for the rest of the job. Three calls each by default
-// (RuntimeConfig::auto_trials), because two were not enough: the ring's
-// first two calls of a size cost 10-25x its later ones (np 2: 57-62 ms
-// against 5 ms at 16 MiB, 220-260 ms against 10 ms at 64 MiB), and with
-// two trials it lost to every other algorithm it then beat by 1.5-2x. The model's pick keeps the class unless
-// another beats it by kMargin.
+// fastest, for the rest of the job. Five calls each by default
+// (RuntimeConfig::auto_trials): the ring's first two calls of a size cost
+// 10-25x its later ones (np 2: 57-62 ms against 5 ms at 16 MiB, 220-260 ms
+// against 10 ms at 64 MiB); with two calls each it lost to every algorithm
+// it then beat by 1.5-2x, and with three it had one warm call against the
+// others' two and lost some 16 MiB trials to a Rabenseifner 10-20% slower.
+// The model's pick keeps the class unless another beats it by kMargin.
 //
 // Every rank must run the same algorithm on every call: the chooser decides
 // only from what it is told (the model's candidates and agreed seconds), in
@@ -75,7 +76,7 @@ class AlgorithmChooser {
   // twice that from 64 KiB, four times below. A call's time on a shared
   // machine varies by more than the algorithms differ at small sizes, and
   // the fastest of more calls is a steadier estimate; those calls are cheap
-  // (a 4 x 12-call trial of 64 KiB costs a few ms once per job).
+  // (a 4 x 10-call trial of 64 KiB costs a few ms once per job).
   static int RoundsFor(int trials, int size_class);
 
   // A trial is won only by this margin: near-ties keep the model's pick.
