@@ -47,7 +47,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 
@@ -143,13 +143,25 @@ def _host_count() -> int:
 REPEAT = "#2"
 
 
-def _auto_trial_calls(nbytes: int) -> int:
-    """The most calls auto's trials of a size can take (AlgorithmChooser::RoundsFor, at
-    most five candidates), so that no timed block of auto holds a trial."""
+def _algorithms_run(before: Dict[str, int]) -> Dict[str, int]:
+    """Calls per algorithm since ``before`` (an earlier ``tfdist.stats()["algorithm_calls"]``)."""
     import tfdist
-    trials = tfdist.RuntimeSettings.from_environment().auto_trials
-    per_candidate = trials * (1 if nbytes >= 1 << 20 else 2 if nbytes >= 1 << 16 else 4)
-    return 5 * per_candidate
+    after = tfdist.stats()["algorithm_calls"]
+    return {name: value - before.get(name, 0) for name, value in after.items()
+            if value > before.get(name, 0)}
+
+
+def _warm_auto_past_its_trials(comm, run: Callable[[str, int], float]) -> None:
+    """Runs auto until a block of calls ran one algorithm only. Its trials go round its
+    candidates (at most five) one call each, so a block of eight that ran one
+    algorithm means the size's choice is made, whatever TFDIST_AUTO_TRIALS says.
+    Rank 0's count decides for every rank, so that all make the same calls."""
+    import tfdist
+    while True:
+        before = tfdist.stats()["algorithm_calls"]
+        run("auto", 8)
+        if comm.bcast(len(_algorithms_run(before)) == 1):
+            return
 
 
 def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
@@ -185,8 +197,9 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
 
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
+        _warm_auto_past_its_trials(comm, run)
         for method in methods:
-            run(method, _auto_trial_calls(nbytes) + 2 if method == "auto" else 2)
+            run(method, 2)
         probe = max(run(m, 1) for m in methods)
         calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
         samples: Dict[str, List[float]] = {m: [] for m in methods}
@@ -199,10 +212,8 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                 before = tfdist.stats()["algorithm_calls"] if method == "auto" else None
                 samples[method].append(run(method, calls))
                 if before is not None:
-                    after = tfdist.stats()["algorithm_calls"]
-                    for name, value in after.items():
-                        if value > before.get(name, 0):
-                            picks[name] = picks.get(name, 0) + value - before.get(name, 0)
+                    for name, value in _algorithms_run(before).items():
+                        picks[name] = picks.get(name, 0) + value
         row: Dict[str, Any] = {"bytes": count * 4, "calls": calls, "rounds": rounds,
                                "auto_picks": picks}
         for method in methods:
