@@ -39,7 +39,7 @@ import socket
 import statistics
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from benchmarks import _results
 
@@ -156,11 +156,21 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
     return results
 
 
-def _plain_trainer(kind: str, batch: int, rank: int) -> Trainer:
+def _plain_trainer(kind: str, batch: int, rank: int,
+                   before_every_step: Optional[Callable[[], Any]] = None) -> Trainer:
+    """The model without tfdist; ``before_every_step`` runs at each step's start (a Keras
+    callback with only that hook, so that nothing else changes what is timed)."""
     import keras
     model = build_model(kind)
     _compile(model, keras.optimizers.SGD(0.01, momentum=0.9))
-    return Trainer(model, synthetic_dataset(kind, batch, seed=rank))
+    trainer = Trainer(model, synthetic_dataset(kind, batch, seed=rank))
+    if before_every_step is not None:
+        class BeforeEveryStep(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                before_every_step()
+
+        trainer.fit_kwargs = {"callbacks": [BeforeEveryStep()]}
+    return trainer
 
 
 def _lockstep_trainer(kind: str, batch: int, rank: int, comm) -> Trainer:
@@ -170,15 +180,7 @@ def _lockstep_trainer(kind: str, batch: int, rank: int, comm) -> Trainer:
     step lasts as long as the slowest rank's, which the ceiling's independent
     runs never pay.
     """
-    import keras
-
-    class BarrierEveryStep(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            comm.Barrier()
-
-    trainer = _plain_trainer(kind, batch, rank)
-    trainer.fit_kwargs = {"callbacks": [BarrierEveryStep()]}
-    return trainer
+    return _plain_trainer(kind, batch, rank, before_every_step=comm.Barrier)
 
 
 def _serial_bound_trainer(kind: str, batch: int, rank: int, comm, through: str) -> Trainer:
@@ -189,10 +191,10 @@ def _serial_bound_trainer(kind: str, batch: int, rank: int, comm, through: str) 
     gradient group costs through tfdist's runtime, without the optimizer's integration).
     The buffer holds zeros, so a Sum leaves it as it is, step after step.
     """
-    import keras
     import numpy as np
 
-    trainer = _plain_trainer(kind, batch, rank)
+    # The hook finds allreduce() when the steps run: it needs the model's size first.
+    trainer = _plain_trainer(kind, batch, rank, before_every_step=lambda: allreduce())
     count = trainer.model.count_params()
     if through == "mpi":
         from mpi4py import MPI
@@ -208,11 +210,6 @@ def _serial_bound_trainer(kind: str, batch: int, rank: int, comm, through: str) 
         def allreduce() -> None:
             tfdist.allreduce(tensor, op=tfdist.Sum, name=f"serial_bound_{kind}")
 
-    class AllreduceEveryStep(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            allreduce()
-
-    trainer.fit_kwargs = {"callbacks": [AllreduceEveryStep()]}
     return trainer
 
 
