@@ -65,14 +65,11 @@ SPARE_MODULE = "tfdist.elastic.warm_spare"
 #: that tree (maybe unbuilt, maybe another version) instead of the tfdist
 #: rank 0 runs; the spare puts this directory first.
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-
-
-def boot_code(package_root: str = PACKAGE_ROOT) -> str:
-    """The ``python -c`` code a spare starts with: the tfdist at ``package_root``
-    first on sys.path, MPI up, then SPARE_MODULE."""
-    return (f"import sys; sys.path.insert(0, {package_root!r}); "
-            "from mpi4py import MPI; import runpy; "
-            f"runpy.run_module({SPARE_MODULE!r}, run_name='__main__')")
+#: The ``python -c`` code a spare starts with: PACKAGE_ROOT first on sys.path,
+#: MPI up, then SPARE_MODULE.
+_BOOT = (f"import sys; sys.path.insert(0, {PACKAGE_ROOT!r}); "
+         "from mpi4py import MPI; import runpy; "
+         f"runpy.run_module({SPARE_MODULE!r}, run_name='__main__')")
 
 
 def process_alive(host: str, pid: int) -> Optional[bool]:
@@ -94,7 +91,7 @@ def process_alive(host: str, pid: int) -> Optional[bool]:
 
 def spare_arguments(parent_host: str, parent_pid: int, program: List[str]) -> List[str]:
     """sys.executable's arguments for a spare of the process ``parent_pid`` running ``program``."""
-    return ["-c", boot_code(), "--parent", f"{parent_host}:{parent_pid}", "--", *program]
+    return ["-c", _BOOT, "--parent", f"{parent_host}:{parent_pid}", "--", *program]
 
 
 def parse_spare_arguments(argv: List[str]) -> Tuple[str, int, List[str]]:
