@@ -190,6 +190,35 @@ TFDIST_TEST(AlgorithmChooserFindsAFasterAlgorithmBeyondTheRunnerUp) {
   CHECK(chooser.Pick(bytes) == kRing);
 }
 
+TFDIST_TEST(PlausibleCutsAtThreeTimesThePickAndNeverTimesTheTreeAtTwoRanks) {
+  using Ranked = std::vector<tfdist::RankedAlgorithm>;
+  const AllreduceAlgorithm bfly = AllreduceAlgorithm::kButterfly;
+  const AllreduceAlgorithm tree = AllreduceAlgorithm::kTree;
+  // The model's order is kept; a prediction over 3x the pick's is cut.
+  const Ranked ranked = {{bfly, 1.0}, {kRabe, 1.2}, {tree, 2.9}, {kRing, 3.1}};
+  CHECK(AlgorithmChooser::Plausible(ranked, 3) ==
+        (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
+  CHECK(AlgorithmChooser::Plausible(ranked, 4) ==
+        (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
+  // At two ranks the tree is never timed, even where the model ranks it first
+  // (a calibration can price two hops below one exchange); the cut is then
+  // measured from the first candidate left.
+  CHECK(AlgorithmChooser::Plausible(ranked, 2) == (AlgorithmChooser::Candidates{bfly, kRabe}));
+  const Ranked tree_first = {{tree, 1.0}, {bfly, 1.5}, {kRing, 4.0}, {kRabe, 5.0}};
+  CHECK(AlgorithmChooser::Plausible(tree_first, 2) ==
+        (AlgorithmChooser::Candidates{bfly, kRing}));  // 5.0 > 3 x 1.5
+  CHECK(AlgorithmChooser::Plausible(tree_first, 3) == (AlgorithmChooser::Candidates{tree, bfly}));
+  CHECK(AlgorithmChooser::Plausible({}, 2).empty());
+  // On the real model at two ranks, at every size: no tree, the pick first.
+  const tfdist::NetworkCost network = tfdist::UniformNetwork({2e-6, 1e-10});
+  for (size_t bytes = 4; bytes <= (size_t{1} << 28); bytes <<= 2) {
+    const auto ranked_two = tfdist::RankAllreduce(tfdist::HostLayout(2), bytes, network);
+    const auto plausible = AlgorithmChooser::Plausible(ranked_two, 2);
+    CHECK(!plausible.empty());
+    CHECK(std::find(plausible.begin(), plausible.end(), tree) == plausible.end());
+  }
+}
+
 TFDIST_TEST(RankAllreduceOrdersEveryAlgorithmByPrediction) {
   const tfdist::LinkCost link = {2e-6, 1e-10};
   for (int size : {2, 3, 4, 8}) {

@@ -53,15 +53,8 @@ class CollectiveExecutor {
         default_algorithm_(default_algorithm),
         chooser_(
             [this](size_t bytes) {
-              AlgorithmChooser::Candidates plausible;
-              const auto ranked = RankAllreduce(hosts_, bytes, network_);
-              for (const RankedAlgorithm& r : ranked) {
-                if (r.predicted_seconds <= AlgorithmChooser::kMaxPredictedRatio *
-                                               ranked.front().predicted_seconds) {
-                  plausible.push_back(r.algorithm);
-                }
-              }
-              return plausible;
+              return AlgorithmChooser::Plausible(RankAllreduce(hosts_, bytes, network_),
+                                                 hosts_.size());
             },
             transport.size() > 1 ? auto_trials : 0),
         debug_log_(debug_log),

@@ -21,6 +21,20 @@ int AlgorithmChooser::RoundsFor(int trials, int size_class) {
   return size_class >= 16 ? 2 * trials : 4 * trials;
 }
 
+AlgorithmChooser::Candidates AlgorithmChooser::Plausible(
+    const std::vector<RankedAlgorithm>& ranked, int ranks) {
+  Candidates plausible;
+  double pick_seconds = -1.0;
+  for (const RankedAlgorithm& r : ranked) {
+    if (ranks == 2 && r.algorithm == AllreduceAlgorithm::kTree) continue;
+    if (pick_seconds < 0.0) pick_seconds = r.predicted_seconds;
+    if (r.predicted_seconds <= kMaxPredictedRatio * pick_seconds) {
+      plausible.push_back(r.algorithm);
+    }
+  }
+  return plausible;
+}
+
 AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
   Class& c = classes_[static_cast<size_t>(SizeClass(bytes))];
   if (!c.seen) {
