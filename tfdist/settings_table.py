@@ -63,8 +63,9 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("auto_trials", "int", 5,
             "Timed calls of each of its candidates (the algorithms the cost model "
             "predicts within 3x of its pick) that `auto` makes per size class (bytes "
-            "rounded down to a power of two) before it keeps the fastest for the job; "
-            "0 trusts the cost model.",
+            "rounded down to a power of two) before it keeps the fastest for the job "
+            "(by each one's call a fifth of the way up from its fastest; at two ranks "
+            "never the tree); 0 trusts the cost model.",
             cpp_key="auto_trials", cpp_member="auto_trials"),
     Setting("fusion_threshold", "int", 64 * 1024 * 1024,
             "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",

@@ -239,15 +239,15 @@ Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& gr
   }
   chooser_.Report(group.bytes, group.algorithm, slowest);
   if (debug_log_ && chooser_.Decided(group.bytes)) {
-    std::string fastest;
+    std::string typical;
     for (const auto& [algorithm, seconds] : chooser_.TrialSeconds(group.bytes)) {
-      fastest += std::string(" ") + AllreduceAlgorithmName(algorithm) + " " +
+      typical += std::string(" ") + AllreduceAlgorithmName(algorithm) + " " +
                  std::to_string(seconds * 1e6) + " us;";
     }
-    std::fprintf(stderr, "tfdist[%d] auto: %zu bytes (size class 2^%d) keeps %s (fastest trial"
+    std::fprintf(stderr, "tfdist[%d] auto: %zu bytes (size class 2^%d) keeps %s (typical trial"
                  " calls:%s)\n", transport_.rank(), group.bytes,
                  AlgorithmChooser::SizeClass(group.bytes),
-                 AllreduceAlgorithmName(chooser_.Pick(group.bytes)), fastest.c_str());
+                 AllreduceAlgorithmName(chooser_.Pick(group.bytes)), typical.c_str());
   }
   return Status::OK();
 }

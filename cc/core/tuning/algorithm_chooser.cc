@@ -1,5 +1,6 @@
 #include "cc/core/tuning/algorithm_chooser.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tfdist {
@@ -19,6 +20,16 @@ int AlgorithmChooser::SizeClass(size_t bytes) {
 int AlgorithmChooser::RoundsFor(int trials, int size_class) {
   if (size_class >= 20) return trials;
   return size_class >= 16 ? 2 * trials : 4 * trials;
+}
+
+double AlgorithmChooser::TypicalSeconds(std::vector<double> seconds) {
+  if (seconds.empty()) return 0.0;
+  // The first call of a size pays for fresh pages and cold caches, and a
+  // loaded machine only adds to a call: the slow end says little. The
+  // fastest one says what a call can cost, not what it does.
+  const auto at = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 5);
+  std::nth_element(seconds.begin(), at, seconds.end());
+  return *at;
 }
 
 AlgorithmChooser::Candidates AlgorithmChooser::Plausible(
@@ -43,7 +54,7 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
     c.seen = true;
     c.candidates = model_(bytes);
     if (c.candidates.empty()) c.candidates.push_back(AllreduceAlgorithm::kButterfly);
-    c.best_seconds.assign(c.candidates.size(), 0.0);
+    c.seconds.assign(c.candidates.size(), {});
     c.rounds = RoundsFor(trials_, SizeClass(bytes));
     if (trials_ == 0 || c.candidates.size() == 1) {
       c.decided = true;
@@ -81,7 +92,7 @@ std::vector<std::pair<AllreduceAlgorithm, double>> AlgorithmChooser::TrialSecond
   const Class& c = ClassOf(bytes);
   std::vector<std::pair<AllreduceAlgorithm, double>> seconds;
   for (size_t i = 0; i < c.candidates.size(); ++i) {
-    seconds.emplace_back(c.candidates[i], c.best_seconds[i]);
+    seconds.emplace_back(c.candidates[i], TypicalSeconds(c.seconds[i]));
   }
   return seconds;
 }
@@ -93,19 +104,17 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
   if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
   const size_t count = c.candidates.size();
   const size_t which = static_cast<size_t>(c.trials_done) % count;
-  // The fastest call of each: the first call of a size pays for fresh
-  // pages and cold caches, and a loaded machine only adds to a call.
-  if (static_cast<size_t>(c.trials_done) < count || agreed_seconds < c.best_seconds[which]) {
-    c.best_seconds[which] = agreed_seconds;
-  }
+  c.seconds[which].push_back(agreed_seconds);
   ++c.trials_done;
   if (static_cast<size_t>(c.trials_done) < count * static_cast<size_t>(c.rounds)) return;
   c.decided = true;
+  std::vector<double> typical(count);
+  for (size_t i = 0; i < count; ++i) typical[i] = TypicalSeconds(c.seconds[i]);
   size_t fastest = 0;
   for (size_t i = 1; i < count; ++i) {
-    if (c.best_seconds[i] < c.best_seconds[fastest]) fastest = i;
+    if (typical[i] < typical[fastest]) fastest = i;
   }
-  const bool beats_the_pick = c.best_seconds[fastest] < (1.0 - kMargin) * c.best_seconds[0];
+  const bool beats_the_pick = typical[fastest] < (1.0 - kMargin) * typical[0];
   c.chosen = c.candidates[beats_the_pick ? fastest : 0];
 }
 

@@ -14,8 +14,13 @@
 // (the model's ranking, cut where a prediction is kMaxPredictedRatio times
 // the pick's), `trials` calls each, each call timed by its caller and the
 // time agreed across the ranks (the slowest rank's, so every rank reports
-// the same number); then the class keeps the one whose fastest call was the
-// fastest, for the rest of the job. Five calls each by default
+// the same number); then the class keeps the one whose typical call was the
+// fastest, for the rest of the job. Typical: the call a fifth of the way up
+// from the fastest (TypicalSeconds), not the fastest itself. On two cores
+// the ring's and Rabenseifner's calls of 1 MiB at np 2 ran 160 us at best and
+// 350-440 us in nine calls of ten (timeline of one job), while the
+// butterfly's ran 145-215 us: one lucky call decided for the slower one.
+// Above the fifth, up to two cold first calls of five still do not count. Five calls each by default
 // (RuntimeConfig::auto_trials): the ring's first two calls of a size cost
 // 10-25x its later ones (np 2: 57-62 ms against 5 ms at 16 MiB, 220-260 ms
 // against 10 ms at 64 MiB); with two calls each it lost to every algorithm
@@ -67,8 +72,9 @@ class AlgorithmChooser {
   // Whether the class of `bytes` has made its choice (for the tests and the
   // debug log).
   bool Decided(size_t bytes) const;
-  // The class's candidates and each one's fastest trial call so far, in
-  // seconds (0 before its first): what the debug log prints on a decision.
+  // The class's candidates and each one's typical trial call so far
+  // (TypicalSeconds), in seconds (0 before its first): what the debug log
+  // prints on a decision.
   std::vector<std::pair<AllreduceAlgorithm, double>> TrialSeconds(size_t bytes) const;
 
   // The size class of `bytes`: floor(log2(bytes)), 0 for 0 and 1.
@@ -76,9 +82,13 @@ class AlgorithmChooser {
   // Calls of each candidate in a class's trials: `trials` from 1 MiB up,
   // twice that from 64 KiB, four times below. A call's time on a shared
   // machine varies by more than the algorithms differ at small sizes, and
-  // the fastest of more calls is a steadier estimate; those calls are cheap
+  // the typical one of more calls is a steadier estimate; those calls are cheap
   // (a 4 x 10-call trial of 64 KiB costs a few ms once per job).
   static int RoundsFor(int trials, int size_class);
+  // What a candidate's trial calls say it costs: the call at index n / 5 of
+  // the n calls sorted fastest first (the fastest of up to four, the second
+  // of five to nine, ...); 0 for none.
+  static double TypicalSeconds(std::vector<double> seconds);
 
   // The candidates to time among the model's ranking for `ranks` ranks
   // (RankAllreduce, fastest predicted first): those predicted within
@@ -103,7 +113,7 @@ class AlgorithmChooser {
     Candidates candidates;
     int rounds = 0;       // RoundsFor(trials_, class)
     int trials_done = 0;  // calls reported; candidate = trials_done % candidates.size()
-    std::vector<double> best_seconds;  // per candidate, its fastest call
+    std::vector<std::vector<double>> seconds;  // per candidate, its calls
     bool decided = false;
     AllreduceAlgorithm chosen{};
   };
