@@ -9,8 +9,8 @@ validation and errors as the op, without the dispatch.
 
 The op is still used whenever it may matter: inside ``tf.function``, while a
 gradient tape could record the call, for tensors on other devices, and for
-tensors over ``FAST_PATH_MAX_BYTES`` (whose result the op writes in place,
-where the fast path would copy it once more).
+tensors over ``FAST_PATH_MAX_BYTES`` (where the dispatch it saves is a small
+part of the call).
 """
 from __future__ import annotations
 
@@ -32,8 +32,21 @@ try:  # TensorFlow internals; without them every call takes the op.
 except ImportError:  # pragma: no cover - depends on the TensorFlow version
     _EagerTensor = None
 
-#: Largest tensor, in bytes, that takes the fast path.
-FAST_PATH_MAX_BYTES = 64 * 1024
+#: Largest tensor, in bytes, that takes the fast path. Up to here it saves
+#: TensorFlow's op dispatch: at np 2 it took 0.48-0.67x the op's time at 64 KiB,
+#: 0.72-0.75x at 256 KiB and 0.86-0.91x at 1 MiB; at 4 and 16 MiB the two were
+#: even (0.94-1.09x), so larger tensors keep the op (benchmarks.eager_fast_path,
+#: docs/runtime.md "The eager fast path").
+FAST_PATH_MAX_BYTES = 1024 * 1024
+
+#: The alignment TensorFlow needs to make a tensor of a NumPy array without
+#: copying it (EIGEN_MAX_ALIGN_BYTES at most). np.empty aligns to 16 bytes, and
+#: an unaligned result was copied once more: 27 us a MiB here, which made the
+#: fast path 1.10-1.54x the op's time from 1 MiB up.
+_TENSOR_ALIGNMENT = 64
+#: Results from this size up are allocated aligned; below, the copy costs less
+#: than aligning does (64-128 KiB: the unaligned result was the faster).
+_ALIGNED_FROM_BYTES = 256 * 1024
 
 # tf dtype enum -> the core's DataType code (cc/core/base/data_type.h).
 _CORE_DTYPE = {dtype.as_datatype_enum: code
@@ -95,6 +108,16 @@ def _encoded(name: Optional[str]) -> bytes:
     return (name or "").encode()
 
 
+def _new_result(source: np.ndarray) -> np.ndarray:
+    """An uninitialised array like ``source``, aligned so that the result tensor can
+    use its memory as it is."""
+    if source.nbytes < _ALIGNED_FROM_BYTES:
+        return np.empty_like(source)
+    raw = np.empty(source.nbytes + _TENSOR_ALIGNMENT, np.uint8)
+    offset = -raw.__array_interface__["data"][0] % _TENSOR_ALIGNMENT
+    return raw[offset:offset + source.nbytes].view(source.dtype).reshape(source.shape)
+
+
 def _eligible(tensor) -> bool:
     # An EagerTensor can also reach a function being traced (a captured
     # constant): only a call that runs now may bypass the op.
@@ -116,8 +139,8 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
     source = tensor._numpy()  # the tensor's own buffer, not a copy
     if not 0 < source.nbytes <= FAST_PATH_MAX_BYTES:
         return None
-    # A new array every call: the tensor made from it may share its memory.
-    result = np.empty_like(source)
+    # A new array every call: the tensor made from it shares its memory.
+    result = _new_result(source)
     error = _error_buffer()
     dtype = tensor._datatype_enum()
     code = _entry_point()(_encoded(name), _CORE_DTYPE[dtype],

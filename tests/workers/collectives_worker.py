@@ -248,6 +248,27 @@ def check_eager_fast_path(rank, size):
         mean = tfdist.allreduce(at_limit, op=tfdist.Average, name="fast.at_limit")
         assert len(calls) == 4 and calls[-1] == b"fast.at_limit", calls
         np.testing.assert_allclose(mean.numpy(), np.full(count, (size + 1) / 2), rtol=1e-6)
+        # A large result is made aligned and the tensor uses that memory as it is
+        # (no copy); a 2-D float64 one, and a second call must not overwrite it.
+        made = []
+        new_result = eager._new_result
+        eager._new_result = lambda source: made.append(new_result(source)) or made[-1]
+        try:
+            wide = np.arange(256 * 160, dtype=np.float64).reshape(256, 160) * (rank + 1)
+            assert wide.nbytes >= eager._ALIGNED_FROM_BYTES
+            sums = [tfdist.allreduce(tf.constant(wide * k), op=tfdist.Sum, name=f"fast.wide{k}")
+                    for k in (1, 2)]
+        finally:
+            eager._new_result = new_result
+        assert len(calls) == 6 and len(made) == 2, (calls, len(made))
+        for k, total, array in zip((1, 2), sums, made):
+            assert array.__array_interface__["data"][0] % eager._TENSOR_ALIGNMENT == 0
+            assert total._numpy().__array_interface__["data"][0] == \
+                array.__array_interface__["data"][0], "the result was copied"
+            assert total.shape == (256, 160) and total.dtype == tf.float64
+            np.testing.assert_array_equal(
+                total.numpy(), k * np.arange(256 * 160, dtype=np.float64).reshape(256, 160)
+                * size * (size + 1) / 2)
 
         # The op is used where it matters: a tape that may record, a traced
         # function, a forced algorithm, a tensor over the size limit.
@@ -263,7 +284,7 @@ def check_eager_fast_path(rank, size):
         big = tf.fill([count], float(rank + 1))
         total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
-        assert len(calls) == 5, calls
+        assert len(calls) == 7, calls
 
         # Errors come back as the op's errors.
         try:
@@ -272,7 +293,7 @@ def check_eager_fast_path(rank, size):
             assert "fast.mismatch" in str(error), error
         else:
             assert size == 1, "a shape mismatch did not fail"
-        assert len(calls) == 6, calls
+        assert len(calls) == 8, calls
     finally:
         eager._entry_point = lambda: entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)

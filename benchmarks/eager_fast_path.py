@@ -1,0 +1,153 @@
+"""Where the eager fast path stops paying: an auto allreduce through it and through the op.
+
+    mpirun -np 2 --bind-to none python -m benchmarks.eager_fast_path \\
+        --json docs/results/eager-fast-path-np2.json
+
+``tfdist.allreduce(x, op=Sum, name=...)`` (eager, float32, the default "auto")
+of each size, in rounds that interleave three ways of making the same call in
+the same job, so that auto runs the same algorithm in all three:
+
+- ``op``: TensorFlow's op (the fast path's limit moved to 0 for the block);
+- ``fast``: the fast path (``tfdist/_eager.py``; the limit moved above the
+  size), its result allocated as ``tfdist`` does (64-byte aligned from
+  ``_ALIGNED_FROM_BYTES`` up, so that the result tensor uses it uncopied);
+- ``fast, unaligned``: the fast path with a plain ``np.empty_like`` result,
+  which TensorFlow copies into the result tensor when it is not 64-byte
+  aligned: what the alignment saves.
+
+Each cell is the median over rounds of the slowest rank's mean per call. The
+ratio fast / op says where ``FAST_PATH_MAX_BYTES`` belongs (docs/runtime.md,
+"The eager fast path").
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+
+from benchmarks import _results
+
+DEFAULT_SIZES = "65536,131072,262144,524288,1048576,4194304,16777216"
+METHODS = ("op", "fast", "fast, unaligned")
+
+
+def _timed_block(comm, call: Callable[[], Any], calls: int) -> float:
+    """The slowest rank's seconds per call over ``calls`` calls, started together."""
+    from mpi4py import MPI
+    comm.Barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return comm.allreduce((time.perf_counter() - start) / calls, op=MPI.MAX)
+
+
+def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, Any]]:
+    """One row per size: µs per call of every method, and what auto ran."""
+    import tensorflow as tf
+
+    import tfdist
+    from tfdist import _eager
+    limit, new_result = _eager.FAST_PATH_MAX_BYTES, _eager._new_result
+    rows = []
+    try:
+        for nbytes in sizes:
+            x = tf.ones([nbytes // 4], tf.float32)
+
+            def call(method: str) -> Callable[[], Any]:
+                def run() -> Any:
+                    _eager.FAST_PATH_MAX_BYTES = 0 if method == "op" else nbytes
+                    _eager._new_result = (np.empty_like if method == "fast, unaligned"
+                                          else new_result)
+                    return tfdist.allreduce(x, op=tfdist.Sum, name=f"bench.fast.{nbytes}")
+                return run
+
+            # Auto's trials first, so that every timed call runs its choice.
+            before = tfdist.stats()["algorithm_calls"]
+            for _ in range(100):
+                call("op")()
+            for method in METHODS:
+                _timed_block(comm, call(method), 3)
+            samples: Dict[str, List[float]] = {m: [] for m in METHODS}
+            for r in range(rounds):
+                order = list(METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)])
+                if r % 2:
+                    order.reverse()
+                for method in order:
+                    samples[method].append(_timed_block(comm, call(method), calls))
+            after = tfdist.stats()["algorithm_calls"]
+            ran = {name: after[name] - before.get(name, 0) for name in after
+                   if after[name] > before.get(name, 0)}
+            row: Dict[str, Any] = {"bytes": nbytes, "rounds": rounds, "calls": calls,
+                                   "auto_ran": max(ran, key=ran.get) if ran else "",
+                                   "algorithm_calls": ran}
+            for method in METHODS:
+                row[f"{method}_us"] = statistics.median(samples[method]) * 1e6
+            row["fast_vs_op"] = row["fast_us"] / row["op_us"]
+            row["unaligned_vs_op"] = row["fast, unaligned_us"] / row["op_us"]
+            rows.append(row)
+            if comm.rank == 0:
+                print(_format_row(row), flush=True)
+    finally:
+        _eager.FAST_PATH_MAX_BYTES, _eager._new_result = limit, new_result
+    return rows
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+HEADER = ("| size | auto ran | op µs | fast µs | fast, unaligned µs | fast / op | "
+          "unaligned / op |\n|---|---|---|---|---|---|---|")
+
+
+def _format_row(row: Dict[str, Any]) -> str:
+    return (f"| {_size(row['bytes'])} | {row['auto_ran']} | {row['op_us']:.1f} | "
+            f"{row['fast_us']:.1f} | {row['fast, unaligned_us']:.1f} | "
+            f"{row['fast_vs_op']:.2f} | {row['unaligned_vs_op']:.2f} |")
+
+
+def summary(document: Dict[str, Any]) -> str:
+    """The table of a results document."""
+    rows = document["rows"]
+    first = rows[0] if rows else {"rounds": 0, "calls": 0}
+    return "\n".join([
+        f"np = {document['np']}; eager `tfdist.allreduce` (float32 Sum, auto) through the op "
+        f"and through the fast path (limit {document['limit_bytes']} B in tfdist), median over "
+        f"{first['rounds']} interleaved rounds of {first['calls']} calls of the slowest "
+        f"rank's mean per call.", "", HEADER, *(_format_row(r) for r in rows)])
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.eager_fast_path",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated bytes")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--calls", type=int, default=20, help="calls per block")
+    _results.add_arguments(parser, plot=False)
+    args = parser.parse_args(argv)
+    _results.check_arguments(parser, args)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if not sizes or any(s < 4 or s % 4 for s in sizes):
+        parser.error("--sizes: positive multiples of 4 bytes")
+    import tfdist
+    from tfdist import _eager
+    tfdist.init()
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if comm.rank == 0:
+        print(HEADER, flush=True)
+    rows = measure(comm, sizes, args.rounds, args.calls)
+    if comm.rank == 0:
+        _results.publish(args, "eager_fast_path",
+                         {"np": comm.size, "limit_bytes": _eager.FAST_PATH_MAX_BYTES,
+                          "rows": rows}, argv, comm.size)
+    tfdist.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
