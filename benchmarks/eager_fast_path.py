@@ -78,6 +78,10 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
                     order.reverse()
                 for method in order:
                     samples[method].append(_timed_block(comm, call(method), calls))
+            for method in METHODS:  # each way gives the sum, on every rank
+                total = call(method)().numpy()
+                if not np.array_equal(total, np.full(total.shape, comm.size, np.float32)):
+                    raise AssertionError(f"{method} at {nbytes} B: a wrong sum")
             after = tfdist.stats()["algorithm_calls"]
             ran = {name: after[name] - before.get(name, 0) for name in after
                    if after[name] > before.get(name, 0)}
