@@ -3,6 +3,7 @@
 // only on what it was told, so ranks told alike pick alike.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "cc/core/runtime/config.h"
@@ -31,6 +32,22 @@ AllreduceAlgorithm Call(AlgorithmChooser& chooser, size_t bytes, double rabe_sec
     chooser.Report(bytes, ran, ran == kRabe ? rabe_seconds : ring_seconds);
   }
   return ran;
+}
+
+// Replays a class's trials of `bytes`: the i-th call of Rabenseifner reports
+// rabe[i], of the ring ring[i]. Returns how many calls of each (Rabenseifner,
+// ring) the trials made; at most `calls_each` of each are given.
+std::pair<int, int> ReplayTrials(AlgorithmChooser& chooser, size_t bytes, const double* rabe,
+                                 const double* ring, int calls_each) {
+  int call[2] = {0, 0};
+  while (chooser.Wants(bytes)) {
+    const AllreduceAlgorithm ran = chooser.Pick(bytes);
+    const int which = ran == kRabe ? 0 : 1;
+    CHECK(call[which] < calls_each);
+    if (call[which] >= calls_each) break;
+    chooser.Report(bytes, ran, (which == 0 ? rabe : ring)[call[which]++]);
+  }
+  return {call[0], call[1]};
 }
 
 }  // namespace
@@ -91,14 +108,7 @@ TFDIST_TEST(AlgorithmChooserRingWithTwoColdCallsWinsWithTheDefaultTrials) {
   const size_t bytes = 16 << 20;
   const double rabe[] = {21.7e-3, 4.75e-3, 4.79e-3, 4.40e-3, 4.62e-3};
   const double ring[] = {14.9e-3, 74.0e-3, 5.1e-3, 3.8e-3, 4.0e-3};
-  int call[2] = {0, 0};
-  while (chooser.Wants(bytes)) {
-    const AllreduceAlgorithm ran = chooser.Pick(bytes);
-    const int which = ran == kRabe ? 0 : 1;
-    CHECK(call[which] < 5);
-    chooser.Report(bytes, ran, (which == 0 ? rabe : ring)[call[which]++]);
-  }
-  CHECK(call[0] == 5 && call[1] == 5);
+  CHECK(ReplayTrials(chooser, bytes, rabe, ring, 5) == std::make_pair(5, 5));
   CHECK(chooser.Pick(bytes) == kRing);
 }
 
@@ -109,23 +119,13 @@ TFDIST_TEST(AlgorithmChooserIsNotDecidedByOneLuckyCall) {
   const size_t bytes = 1 << 20;
   const double steady[] = {176e-6, 160e-6, 167e-6, 172e-6, 213e-6};
   const double lucky[] = {417e-6, 150e-6, 364e-6, 437e-6, 353e-6};
-  int call[2] = {0, 0};
-  while (chooser.Wants(bytes)) {
-    const AllreduceAlgorithm ran = chooser.Pick(bytes);
-    const int which = ran == kRabe ? 0 : 1;
-    chooser.Report(bytes, ran, (which == 0 ? steady : lucky)[call[which]++]);
-  }
+  CHECK(ReplayTrials(chooser, bytes, steady, lucky, 5) == std::make_pair(5, 5));
   CHECK(chooser.Pick(bytes) == kRabe);
   const auto typical = chooser.TrialSeconds(bytes);
   CHECK(typical[0].second == 167e-6 && typical[1].second == 353e-6);
   // And the other way round: the steady one wins when it is the challenger.
   AlgorithmChooser other(RabenseifnerThenRing, 5);
-  call[0] = call[1] = 0;
-  while (other.Wants(bytes)) {
-    const AllreduceAlgorithm ran = other.Pick(bytes);
-    const int which = ran == kRabe ? 0 : 1;
-    other.Report(bytes, ran, (which == 0 ? lucky : steady)[call[which]++]);
-  }
+  CHECK(ReplayTrials(other, bytes, lucky, steady, 5) == std::make_pair(5, 5));
   CHECK(other.Pick(bytes) == kRing);
 }
 
