@@ -34,8 +34,8 @@ except ImportError:  # pragma: no cover - depends on the TensorFlow version
 
 #: Largest tensor, in bytes, that takes the fast path. Up to here it saves
 #: TensorFlow's op dispatch: at np 2 it took 0.48-0.67x the op's time at 64 KiB,
-#: 0.72-0.75x at 256 KiB and 0.86-0.91x at 1 MiB; at 4 and 16 MiB the two were
-#: even (0.94-1.09x), so larger tensors keep the op (benchmarks.eager_fast_path,
+#: 0.72-0.77x at 256 KiB and 0.86-0.95x at 1 MiB; at 4 and 16 MiB the two were
+#: even (0.94-1.10x), so larger tensors keep the op (benchmarks.eager_fast_path,
 #: docs/runtime.md "The eager fast path").
 FAST_PATH_MAX_BYTES = 1024 * 1024
 

@@ -20,12 +20,13 @@
 // the ring's and Rabenseifner's calls of 1 MiB at np 2 ran 160 us at best and
 // 350-440 us in nine calls of ten (timeline of one job), while the
 // butterfly's ran 145-215 us: one lucky call decided for the slower one.
-// Above the fifth, up to two cold first calls of five still do not count. Five calls each by default
-// (RuntimeConfig::auto_trials): the ring's first two calls of a size cost
-// 10-25x its later ones (np 2: 57-62 ms against 5 ms at 16 MiB, 220-260 ms
-// against 10 ms at 64 MiB); with two calls each it lost to every algorithm
-// it then beat by 1.5-2x, and with three it had one warm call against the
-// others' two and lost some 16 MiB trials to a Rabenseifner 10-20% slower.
+// Above the fifth, up to two cold first calls of five still do not count.
+// Five calls each by default (RuntimeConfig::auto_trials): the ring's first
+// two calls of a size cost 10-25x its later ones (np 2: 57-62 ms against
+// 5 ms at 16 MiB, 220-260 ms against 10 ms at 64 MiB); with two calls each
+// it lost to every algorithm it then beat by 1.5-2x, and with three it had
+// one warm call against the others' two and lost some 16 MiB trials to a
+// Rabenseifner 10-20% slower.
 // The model's pick keeps the class unless another beats it by kMargin.
 //
 // Every rank must run the same algorithm on every call: the chooser decides
