@@ -82,6 +82,14 @@ def test_sigterm_creates_the_preemption_file_and_is_not_restarted(tmp_path):
     assert "asking every rank to save" in err and "restart" not in err, err
 
 
+def _sigint_as_at_a_terminal():
+    # A test run started in the background by a non-interactive shell (`./.ci/run &`)
+    # ignores SIGINT, and a child inherits that: Python then never turns SIGINT into
+    # KeyboardInterrupt, and the Ctrl-C these tests send would do nothing. The
+    # launcher gets the disposition it has when a user starts it at a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_sleeping_job(tmp_path, *options, watch=True):
     """tfdistrun with 2 ranks that sleep, once both are running; with ``watch``,
     they say they watch for preemption (as BackupAndRestore does) and never do."""
@@ -93,7 +101,8 @@ def start_sleeping_job(tmp_path, *options, watch=True):
     job = subprocess.Popen([sys.executable, "-m", "tfdistrun", "-np", "2", *options,
                             "--timeout", "150", sys.executable, "-c", script],
                            env=mpi_environment(), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+                           stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
+                           preexec_fn=_sigint_as_at_a_terminal)
     deadline = time.monotonic() + 90
     while not all((tmp_path / f"running{r}").exists() for r in range(2)):
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()
