@@ -52,6 +52,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from benchmarks import _results
+from benchmarks._interleaved import algorithms_run, round_order
 
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
@@ -143,14 +144,6 @@ def _host_count() -> int:
 REPEAT = "#2"
 
 
-def _algorithms_run(before: Dict[str, int]) -> Dict[str, int]:
-    """Calls per algorithm since ``before`` (an earlier ``tfdist.stats()["algorithm_calls"]``)."""
-    import tfdist
-    after = tfdist.stats()["algorithm_calls"]
-    return {name: value - before.get(name, 0) for name, value in after.items()
-            if value > before.get(name, 0)}
-
-
 def _warm_auto_past_its_trials(comm, run: Callable[[str, int], float]) -> None:
     """Runs auto until a block of calls ran one algorithm only. Its trials go round its
     candidates (at most five) one call each, so a block of eight that ran one
@@ -160,7 +153,7 @@ def _warm_auto_past_its_trials(comm, run: Callable[[str, int], float]) -> None:
     while True:
         before = tfdist.stats()["algorithm_calls"]
         run("auto", 8)
-        if comm.bcast(len(_algorithms_run(before)) == 1):
+        if comm.bcast(len(algorithms_run(before)) == 1):
             return
 
 
@@ -205,14 +198,11 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         samples: Dict[str, List[float]] = {m: [] for m in methods}
         picks: Dict[str, int] = {}
         for r in range(rounds):
-            order = methods[r % len(methods):] + methods[:r % len(methods)]
-            if r % 2:
-                order.reverse()
-            for method in order:
+            for method in round_order(methods, r):
                 before = tfdist.stats()["algorithm_calls"] if method == "auto" else None
                 samples[method].append(run(method, calls))
                 if before is not None:
-                    for name, value in _algorithms_run(before).items():
+                    for name, value in algorithms_run(before).items():
                         picks[name] = picks.get(name, 0) + value
         row: Dict[str, Any] = {"bytes": count * 4, "calls": calls, "rounds": rounds,
                                "auto_picks": picks}

@@ -53,12 +53,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from typing import Any, Callable, Dict, List
 
 import numpy as np
 
 from benchmarks import _results
+from benchmarks._interleaved import round_order, slowest_seconds_per_call
 
 SIZES = (4, 64 * 1024)
 WARMUP_CALLS = 3  # per part, before the timed rounds (measure)
@@ -139,7 +139,6 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
 
 
 def measure(comm, rounds: int, calls: int) -> List[Dict[str, Any]]:
-    from mpi4py import MPI
     rows = []
     for nbytes in SIZES:
         parts = _parts(comm, nbytes)
@@ -148,15 +147,8 @@ def measure(comm, rounds: int, calls: int) -> List[Dict[str, Any]]:
                 call()
         samples: Dict[str, List[float]] = {p: [] for p in PARTS}
         for r in range(rounds):
-            order = list(PARTS[r % len(PARTS):] + PARTS[:r % len(PARTS)])
-            for part in order:
-                call = parts[part]
-                comm.Barrier()
-                start = time.perf_counter()
-                for _ in range(calls):
-                    call()
-                seconds = (time.perf_counter() - start) / calls
-                samples[part].append(comm.allreduce(seconds, op=MPI.MAX))
+            for part in round_order(PARTS, r, reverse_odd=False):
+                samples[part].append(slowest_seconds_per_call(comm, parts[part], calls))
         row: Dict[str, Any] = {"bytes": max(1, nbytes // 4) * 4, "rounds": rounds,
                                "calls": calls, "load_average": os.getloadavg()[0]}
         for part in PARTS:

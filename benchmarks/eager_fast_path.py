@@ -24,25 +24,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
 
 from benchmarks import _results
+from benchmarks._interleaved import algorithms_run, round_order, slowest_seconds_per_call
 
 DEFAULT_SIZES = "65536,131072,262144,524288,1048576,4194304,16777216"
 METHODS = ("op", "fast", "fast, unaligned")
-
-
-def _timed_block(comm, call: Callable[[], Any], calls: int) -> float:
-    """The slowest rank's seconds per call over ``calls`` calls, started together."""
-    from mpi4py import MPI
-    comm.Barrier()
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    return comm.allreduce((time.perf_counter() - start) / calls, op=MPI.MAX)
 
 
 def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, Any]]:
@@ -57,34 +47,34 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
         for nbytes in sizes:
             x = tf.ones([nbytes // 4], tf.float32)
 
-            def call(method: str) -> Callable[[], Any]:
-                def run() -> Any:
-                    _eager.FAST_PATH_MAX_BYTES = 0 if method == "op" else nbytes
-                    _eager._new_result = (np.empty_like if method == "fast, unaligned"
-                                          else new_result)
-                    return tfdist.allreduce(x, op=tfdist.Sum, name=f"bench.fast.{nbytes}")
-                return run
+            def take(method: str) -> None:
+                """Makes the next calls go the method's way."""
+                _eager.FAST_PATH_MAX_BYTES = 0 if method == "op" else nbytes
+                _eager._new_result = (np.empty_like if method == "fast, unaligned"
+                                      else new_result)
+
+            def call() -> Any:
+                return tfdist.allreduce(x, op=tfdist.Sum, name=f"bench.fast.{nbytes}")
 
             # Auto's trials first, so that every timed call runs its choice.
             before = tfdist.stats()["algorithm_calls"]
+            take("op")
             for _ in range(100):
-                call("op")()
+                call()
             for method in METHODS:
-                _timed_block(comm, call(method), 3)
+                take(method)
+                slowest_seconds_per_call(comm, call, 3)
             samples: Dict[str, List[float]] = {m: [] for m in METHODS}
             for r in range(rounds):
-                order = list(METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)])
-                if r % 2:
-                    order.reverse()
-                for method in order:
-                    samples[method].append(_timed_block(comm, call(method), calls))
+                for method in round_order(METHODS, r):
+                    take(method)
+                    samples[method].append(slowest_seconds_per_call(comm, call, calls))
             for method in METHODS:  # each way gives the sum, on every rank
-                total = call(method)().numpy()
+                take(method)
+                total = call().numpy()
                 if not np.array_equal(total, np.full(total.shape, comm.size, np.float32)):
                     raise AssertionError(f"{method} at {nbytes} B: a wrong sum")
-            after = tfdist.stats()["algorithm_calls"]
-            ran = {name: after[name] - before.get(name, 0) for name in after
-                   if after[name] > before.get(name, 0)}
+            ran = algorithms_run(before)
             row: Dict[str, Any] = {"bytes": nbytes, "rounds": rounds, "calls": calls,
                                    "auto_ran": max(ran, key=ran.get) if ran else "",
                                    "algorithm_calls": ran}
