@@ -30,11 +30,11 @@
 #include <algorithm>
 
 #include "cc/core/collectives/chunk_layout.h"
-#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/collective_tags.h"
 #include "cc/core/collectives/power_of_two_fold.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/thread_scratch.h"
+#include "cc/core/collectives/without_peers.h"
 
 namespace tfdist {
 
@@ -42,10 +42,7 @@ Status RabenseifnerAllreduce(Transport& transport, const void* input, void* outp
                              size_t count, DataType dtype, ReduceOp op, double result_scale) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   const size_t element_size = DataTypeSize(dtype);
-  if (transport.size() == 1 || count == 0) {
-    if (count > 0 && (input != output || result_scale != 1.0)) {
-      ConvertScaled(input, dtype, output, dtype, count, result_scale);
-    }
+  if (CompletedWithoutPeers(transport, input, output, count, dtype, result_scale)) {
     return Status::OK();
   }
 
