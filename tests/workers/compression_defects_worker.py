@@ -53,7 +53,8 @@ def check_powersgd_zero_gradient():
     out = compressor.allreduce([tf.constant(low_rank)], ["zero.a"], op=tfdist.Average)[0]
     np.testing.assert_allclose(out.numpy(), low_rank, rtol=1e-4, atol=1e-4)
 
-    # After a zero step the tensor behaves exactly as a fresh one of its name.
+    # After a zero step the tensor behaves exactly as a fresh one of its name
+    # (bit for bit: the job forces one algorithm, tests/shared_jobs.py).
     runtime.restore_rank_state({})
     after_zero = [compressor.allreduce([tf.zeros(shape)], ["zero.b"], op=tfdist.Average)[0]]
     for step in range(1, 6):
