@@ -24,7 +24,14 @@ own in the same job:
   background thread, which runs the round and completes the op: the hand-off
   and wake-up) and the same function with ``tf.identity``;
 - ``tf.identity``: TensorFlow's own eager dispatch of a trivial op, the
-  small-message goal's yardstick (issue 25: 4 B eager <= 1.1x tf.identity).
+  small-message goal's yardstick (issue 25: 4 B eager <= 1.1x tf.identity);
+- ``result tensor``: a result array made into an EagerTensor as the fast path
+  makes it (``np.empty_like``, then the EagerTensor, which copies an unaligned
+  array), alone: what TensorFlow charges any eager call that hands back a new
+  tensor. ``data floor + result tensor`` is a lower bound on an eager call whose
+  data crosses over MPI (it leaves out every check and the C call's own
+  overhead); the summary gives it as a multiple of the data floor, against
+  issue 25's 64 KiB goal of 1.25x MPI.
 
 With ``--phases`` the job also writes a timeline (TFDIST_TIMELINE, in a
 temporary directory) and splits the ``runtime`` part (the library call) into
@@ -63,7 +70,7 @@ from benchmarks._interleaved import round_order, slowest_seconds_per_call
 SIZES = (4, 64 * 1024)
 WARMUP_CALLS = 3  # per part, before the timed rounds (measure)
 PARTS = ("allreduce", "runtime", "python", "negotiation_floor", "data_floor", "op_path",
-         "function_allreduce", "function_identity", "identity")
+         "function_allreduce", "function_identity", "identity", "result_tensor")
 
 
 def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
@@ -124,6 +131,9 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
     def function_identity(t):
         return tf.identity(t)
 
+    def result_tensor():
+        return _eager._EagerTensor(np.empty_like(source), x.device, x._datatype_enum())
+
     return {
         "allreduce": lambda: tfdist.allreduce(x, op=tfdist.Sum, name=name),
         "runtime": runtime,
@@ -135,6 +145,7 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
         "function_allreduce": lambda: function_allreduce(x),
         "function_identity": lambda: function_identity(x),
         "identity": lambda: tf.identity(x),
+        "result_tensor": result_tensor,
     }
 
 
@@ -198,17 +209,25 @@ def timeline_phases(path: str, rank: int, size: int, names: Dict[int, str], roun
 
 HEADER = ("| size | allreduce µs | runtime (C call) µs | Python µs | allreduce − runtime µs "
           "| negotiation floor µs | data floor µs | op path µs | tf.function(allreduce) µs "
-          "| tf.function(identity) µs | tf.identity µs | allreduce / tf.identity | load |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| tf.function(identity) µs | tf.identity µs | result tensor µs | allreduce / tf.identity "
+          "| allreduce / data floor | (data floor + result tensor) / data floor | load |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def _format_row(row: Dict[str, Any]) -> str:
     size = f"{row['bytes'] // 1024} KiB" if row["bytes"] >= 1024 else f"{row['bytes']} B"
     cells = [row[f"{p}_us"] for p in ("allreduce", "runtime", "python")]
     cells.append(row["allreduce_us"] - row["runtime_us"])
-    cells += [row[f"{p}_us"] for p in PARTS[3:]]
+    cells += [row[f"{p}_us"] for p in PARTS[3:] if p != "result_tensor"]
+    floor = row["data_floor_us"]
+    # Rows measured before the result tensor was a part show "–" in its columns.
+    tensor = row.get("result_tensor_us")
+    cells += [tensor] if tensor is not None else []
+    bound = f"{(floor + tensor) / floor:.2f}" if tensor is not None else "–"
     return (f"| {size} | " + " | ".join(f"{c:.1f}" for c in cells)
-            + f" | {row['allreduce_us'] / row['identity_us']:.2f} | {row['load_average']:.1f} |")
+            + (" | –" if tensor is None else "")
+            + f" | {row['allreduce_us'] / row['identity_us']:.2f}"
+            + f" | {row['allreduce_us'] / floor:.2f} | {bound} | {row['load_average']:.1f} |")
 
 
 PHASES_HEADER = ("| size | runtime (C call) µs | wait (announced to ready) µs | of it, negotiate µs "
