@@ -228,33 +228,49 @@ TFDIST_TEST(AlgorithmChooserFindsAFasterAlgorithmBeyondTheRunnerUp) {
   CHECK(chooser.Pick(bytes) == kRing);
 }
 
-TFDIST_TEST(PlausibleCutsAtThreeTimesThePickAndNeverTimesTheTreeAtTwoRanks) {
+TFDIST_TEST(PlausibleCutsAtThreeTimesThePick) {
   using Ranked = std::vector<tfdist::RankedAlgorithm>;
   const AllreduceAlgorithm bfly = AllreduceAlgorithm::kButterfly;
   const AllreduceAlgorithm tree = AllreduceAlgorithm::kTree;
   // The model's order is kept; a prediction over 3x the pick's is cut.
   const Ranked ranked = {{bfly, 1.0}, {kRabe, 1.2}, {tree, 2.9}, {kRing, 3.1}};
-  CHECK(AlgorithmChooser::Plausible(ranked, 3) ==
-        (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
-  CHECK(AlgorithmChooser::Plausible(ranked, 4) ==
-        (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
-  // At two ranks the tree is never timed, even where the model ranks it first
-  // (a calibration can price two hops below one exchange); the cut is then
-  // measured from the first candidate left.
-  CHECK(AlgorithmChooser::Plausible(ranked, 2) == (AlgorithmChooser::Candidates{bfly, kRabe}));
+  CHECK(AlgorithmChooser::Plausible(ranked) == (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
   const Ranked tree_first = {{tree, 1.0}, {bfly, 1.5}, {kRing, 4.0}, {kRabe, 5.0}};
-  CHECK(AlgorithmChooser::Plausible(tree_first, 2) ==
-        (AlgorithmChooser::Candidates{bfly, kRing}));  // 5.0 > 3 x 1.5
-  CHECK(AlgorithmChooser::Plausible(tree_first, 3) == (AlgorithmChooser::Candidates{tree, bfly}));
-  CHECK(AlgorithmChooser::Plausible({}, 2).empty());
-  // On the real model at two ranks, at every size: no tree, the pick first.
-  const tfdist::NetworkCost network = tfdist::UniformNetwork({2e-6, 1e-10});
-  for (size_t bytes = 4; bytes <= (size_t{1} << 28); bytes <<= 2) {
-    const auto ranked_two = tfdist::RankAllreduce(tfdist::HostLayout(2), bytes, network);
-    const auto plausible = AlgorithmChooser::Plausible(ranked_two, 2);
-    CHECK(!plausible.empty());
-    CHECK(std::find(plausible.begin(), plausible.end(), tree) == plausible.end());
+  CHECK(AlgorithmChooser::Plausible(tree_first) == (AlgorithmChooser::Candidates{tree, bfly}));
+  CHECK(AlgorithmChooser::Plausible({}).empty());
+}
+
+TFDIST_TEST(TheModelNeverOffersTheTreeAtTwoRanks) {
+  const AllreduceAlgorithm tree = AllreduceAlgorithm::kTree;
+  auto has_tree = [&](const std::vector<tfdist::RankedAlgorithm>& ranked) {
+    return std::any_of(ranked.begin(), ranked.end(),
+                       [&](const tfdist::RankedAlgorithm& r) { return r.algorithm == tree; });
+  };
+  // A calibration that prices an exchange (and a ring step) far above two
+  // hops: the tree's reduce and broadcast would then be predicted the
+  // fastest, at two ranks and at three.
+  tfdist::StepCosts skewed = tfdist::StepCosts::FromLinkCost({2e-6, 1e-10});
+  for (tfdist::StepKind kind : {tfdist::StepKind::kExchange, tfdist::StepKind::kExchangeReduce,
+                                tfdist::StepKind::kRing}) {
+    skewed.at(kind) = tfdist::CostCurve::Linear(1e-3, 1e-8);
   }
+  for (const tfdist::NetworkCost& network :
+       {tfdist::UniformNetwork({2e-6, 1e-10}), tfdist::UniformNetwork(skewed)}) {
+    for (size_t bytes = 4; bytes <= (size_t{1} << 28); bytes <<= 2) {
+      const auto two = tfdist::RankAllreduce(tfdist::HostLayout(2), bytes, network);
+      CHECK_EQ_MSG(two.size(), size_t{3}, bytes);
+      CHECK_EQ_MSG(has_tree(two), false, bytes);
+      CHECK(tfdist::ChooseAllreduce(tfdist::HostLayout(2), bytes, network) != tree);
+      // Forced, it is still priced.
+      CHECK(std::isfinite(
+          tfdist::PredictAllreduceSeconds(tree, tfdist::HostLayout(2), bytes, network)));
+    }
+  }
+  // The skewed calibration does make the model rank the tree first at three
+  // ranks, where it stays on offer: so the guard above is what keeps it out.
+  const auto three = tfdist::RankAllreduce(tfdist::HostLayout(3), 1 << 20,
+                                           tfdist::UniformNetwork(skewed));
+  CHECK(three.front().algorithm == tree);
 }
 
 TFDIST_TEST(RankAllreduceOrdersEveryAlgorithmByPrediction) {
@@ -264,7 +280,8 @@ TFDIST_TEST(RankAllreduceOrdersEveryAlgorithmByPrediction) {
       const tfdist::NetworkCost network = tfdist::UniformNetwork(link);
       const tfdist::HostLayout layout(size);
       const auto ranked = tfdist::RankAllreduce(layout, bytes, network);
-      CHECK(ranked.size() == 4);  // one host: every flat algorithm, no hierarchical
+      // One host: every flat algorithm (but the tree at two ranks), no hierarchical.
+      CHECK(ranked.size() == (size == 2 ? 3u : 4u));
       CHECK(ranked.front().algorithm == tfdist::ChooseAllreduce(layout, bytes, network));
       for (size_t i = 0; i < ranked.size(); ++i) {
         CHECK(ranked[i].predicted_seconds == tfdist::PredictAllreduceSeconds(

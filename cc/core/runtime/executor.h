@@ -53,8 +53,7 @@ class CollectiveExecutor {
         default_algorithm_(default_algorithm),
         chooser_(
             [this](size_t bytes) {
-              return AlgorithmChooser::Plausible(RankAllreduce(hosts_, bytes, network_),
-                                                 hosts_.size());
+              return AlgorithmChooser::Plausible(RankAllreduce(hosts_, bytes, network_));
             },
             transport.size() > 1 ? auto_trials : 0),
         debug_log_(debug_log),

@@ -33,11 +33,10 @@ double AlgorithmChooser::TypicalSeconds(std::vector<double> seconds) {
 }
 
 AlgorithmChooser::Candidates AlgorithmChooser::Plausible(
-    const std::vector<RankedAlgorithm>& ranked, int ranks) {
+    const std::vector<RankedAlgorithm>& ranked) {
   Candidates plausible;
   double pick_seconds = -1.0;
   for (const RankedAlgorithm& r : ranked) {
-    if (ranks == 2 && r.algorithm == AllreduceAlgorithm::kTree) continue;
     if (pick_seconds < 0.0) pick_seconds = r.predicted_seconds;
     if (r.predicted_seconds <= kMaxPredictedRatio * pick_seconds) {
       plausible.push_back(r.algorithm);

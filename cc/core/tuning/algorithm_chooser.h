@@ -91,16 +91,10 @@ class AlgorithmChooser {
   // of five to nine, ...); 0 for none.
   static double TypicalSeconds(std::vector<double> seconds);
 
-  // The candidates to time among the model's ranking for `ranks` ranks
-  // (RankAllreduce, fastest predicted first): those predicted within
-  // kMaxPredictedRatio of the pick, in the model's order. At P = 2 never the
-  // tree: its reduce to rank 0 and broadcast back are the butterfly's one
-  // exchange sent as two messages in turn (the same bytes and the same
-  // reduction, twice the hops), so it cannot be faster, yet one noisy trial
-  // can make it look so, and a call of it costs 1.3-2x the butterfly's
-  // (docs/cost_model.md, "auto on the user's path"). At P > 2 the tree runs
-  // fewer pairs at once than the butterfly, which can pay on few cores.
-  static Candidates Plausible(const std::vector<RankedAlgorithm>& ranked, int ranks);
+  // The candidates to time among the model's ranking (RankAllreduce,
+  // fastest predicted first, which never offers the tree at P = 2): those
+  // predicted within kMaxPredictedRatio of the pick, in the model's order.
+  static Candidates Plausible(const std::vector<RankedAlgorithm>& ranked);
 
   // A trial is won only by this margin: near-ties keep the model's pick.
   static constexpr double kMargin = 0.03;

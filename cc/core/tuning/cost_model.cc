@@ -78,6 +78,17 @@ constexpr AllreduceAlgorithm kFlatCandidates[] = {
     AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
     AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree};
 
+// Whether the model offers `algorithm` on `layout` at all. At two ranks the
+// tree's reduce to rank 0 and broadcast back are the butterfly's one
+// exchange sent as two messages in turn (the same bytes and reduction,
+// twice the hops), so it cannot be faster; yet a calibration can price two
+// hops below one exchange, and a call of it costs 1.3-2x the butterfly's
+// (docs/cost_model.md, "auto on the user's path"). At more ranks the tree
+// runs fewer pairs at once than the butterfly, which can pay on few cores.
+bool Offered(AllreduceAlgorithm algorithm, const HostLayout& layout) {
+  return !(algorithm == AllreduceAlgorithm::kTree && layout.size() == 2);
+}
+
 // One layout's steps: what a step of given pairs costs.
 class Steps {
  public:
@@ -220,6 +231,7 @@ AllreduceAlgorithm ChooseFlat(const HostLayout& layout, size_t bytes, const Netw
   AllreduceAlgorithm best = kFlatCandidates[0];
   double best_seconds = std::numeric_limits<double>::infinity();
   for (AllreduceAlgorithm candidate : kFlatCandidates) {
+    if (!Offered(candidate, layout)) continue;
     const double seconds = PredictFlat(candidate, layout, static_cast<double>(bytes), network);
     if (seconds < best_seconds) {  // strict: ties keep the earlier candidate
       best = candidate;
@@ -327,6 +339,7 @@ std::vector<RankedAlgorithm> RankAllreduce(const HostLayout& layout, size_t byte
        {AllreduceAlgorithm::kButterfly, AllreduceAlgorithm::kRabenseifner,
         AllreduceAlgorithm::kRing, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kHierarchical}) {
     if (candidate == AllreduceAlgorithm::kHierarchical && !hierarchical_differs) continue;
+    if (!Offered(candidate, layout)) continue;
     ranked.push_back({candidate, PredictAllreduceSeconds(candidate, layout, bytes, network)});
   }
   // Stable: exact ties keep the order above (fewest messages first).
