@@ -222,12 +222,13 @@ def _format_row(row: Dict[str, Any]) -> str:
     floor = row["data_floor_us"]
     # Rows measured before the result tensor was a part show "–" in its columns.
     tensor = row.get("result_tensor_us")
-    cells += [tensor] if tensor is not None else []
-    bound = f"{(floor + tensor) / floor:.2f}" if tensor is not None else "–"
-    return (f"| {size} | " + " | ".join(f"{c:.1f}" for c in cells)
-            + (" | –" if tensor is None else "")
-            + f" | {row['allreduce_us'] / row['identity_us']:.2f}"
-            + f" | {row['allreduce_us'] / floor:.2f} | {bound} | {row['load_average']:.1f} |")
+    if tensor is None:
+        tensor_cell, bound = "–", "–"
+    else:
+        tensor_cell, bound = f"{tensor:.1f}", f"{(floor + tensor) / floor:.2f}"
+    ratios = [f"{row['allreduce_us'] / row['identity_us']:.2f}",
+              f"{row['allreduce_us'] / floor:.2f}", bound, f"{row['load_average']:.1f}"]
+    return "| " + " | ".join([size] + [f"{c:.1f}" for c in cells] + [tensor_cell] + ratios) + " |"
 
 
 PHASES_HEADER = ("| size | runtime (C call) µs | wait (announced to ready) µs | of it, negotiate µs "

@@ -50,8 +50,9 @@ AllreduceAlgorithm ChooseAllreduce(const HostLayout& layout, size_t bytes,
 // in ChooseAllreduce's order), each with its predicted seconds: the first
 // is ChooseAllreduce's pick. At P = 2 neither offers the tree (a reduce and
 // a broadcast, the butterfly's one exchange as two messages in turn);
-// PredictAllreduceSeconds still prices it where it is forced. AlgorithmChooser times the plausible ones on
-// the first calls of a size class. Empty where P <= 1.
+// PredictAllreduceSeconds still prices it where it is forced.
+// AlgorithmChooser times the plausible ones on the first calls of a size
+// class. Empty where P <= 1.
 struct RankedAlgorithm {
   AllreduceAlgorithm algorithm;
   double predicted_seconds;
