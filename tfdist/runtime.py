@@ -156,6 +156,12 @@ def stats() -> Dict[str, Any]:
     rank put on the wire in all collectives (negotiation not included) and
     ``bytes_uncompressed`` what those collectives would have sent without
     compression (equal to ``bytes_sent`` when nothing is compressed).
+    ``phase_ns`` sums, in nanoseconds, where the rounds that carried this
+    rank's collectives spent their time: ``arrival`` (from the first
+    request's enqueue to the last one's), ``pickup`` (from there to the
+    round that takes them), ``negotiation``, ``collectives`` and
+    ``completion`` (the ops' completion callbacks, in which TensorFlow runs
+    what consumes the results); docs/runtime.md tells how to read them.
     """
     names = _library.stat_names()  # the library's names and order
     values = (ctypes.c_uint64 * len(names))()

@@ -221,6 +221,9 @@ void AllreduceEverywhere(Cluster& cluster, const std::vector<std::string>& names
 
 }  // namespace
 
+// A condition with what to print beside it when it fails.
+#define CHECK_PHASE(condition, context) CHECK_EQ_MSG(static_cast<bool>(condition), true, context)
+
 TFDIST_TEST(RuntimeRunsTensorsSubmittedInDifferentOrdersOnEachRank) {
   constexpr int kSize = 3;
   Cluster cluster(kSize);
@@ -523,6 +526,51 @@ TFDIST_TEST(RuntimeBarrierAndTheMpiAlgorithmWithoutMpi) {
     CHECK(status.message().find("'mpi'") != std::string::npos);
   }
   AllreduceEverywhere(cluster, {"still fine"}, 5);
+}
+
+TFDIST_TEST(RuntimePhaseCountersTimeEachPartOfARound) {
+  // Rank 1 submits kLate after rank 0, and every completion callback sleeps
+  // kCallback: rank 0's negotiation and both ranks' completion counters must
+  // hold those waits, and the collectives counter must not include the
+  // callbacks. Lower bounds only, each a sleep that cannot come out shorter.
+  constexpr auto kLate = std::chrono::milliseconds(60);
+  constexpr auto kCallback = std::chrono::milliseconds(40);
+  constexpr size_t kCount = 64;
+  Cluster cluster(2);
+  auto ns = [](std::chrono::milliseconds d) {
+    return static_cast<uint64_t>(std::chrono::nanoseconds(d).count());
+  };
+  std::vector<std::unique_ptr<Pending>> pending(2);
+  for (int r = 0; r < 2; ++r) {
+    if (r == 1) std::this_thread::sleep_for(kLate);
+    pending[r] = std::make_unique<Pending>();
+    pending[r]->input = InputOf(r, 0, kCount);
+    pending[r]->output.assign(kCount, -1.0f);
+    Request request = Describe("timed", CollectiveType::kAllreduce, DataType::kFloat32,
+                               {static_cast<int64_t>(kCount)}, *pending[r]);
+    request.done = [promise = pending[r]->promise, kCallback](const Status& status) {
+      std::this_thread::sleep_for(kCallback);
+      promise->set_value(status);
+    };
+    CHECK_OK(cluster[r].Enqueue(std::move(request)));
+  }
+  for (int r = 0; r < 2; ++r) {
+    CHECK_OK(pending[r]->Wait());
+    CHECK_EQ_MSG(pending[r]->output == SumOver(AllRanks(2), 0, kCount), true, "rank " << r);
+  }
+  for (int r = 0; r < 2; ++r) {
+    const tfdist::Stats& stats = cluster[r].stats();
+    CHECK_PHASE(stats.pickup_ns.load() > 0, "rank " << r);
+    CHECK_PHASE(stats.completion_ns.load() >= ns(kCallback), "rank " << r << ": "
+              << stats.completion_ns.load());
+    CHECK_PHASE(stats.collectives_ns.load() > 0, "rank " << r);
+    CHECK_PHASE(stats.collectives_ns.load() < ns(kCallback), "rank " << r << ": "
+              << stats.collectives_ns.load() << " ns counts the completion callback");
+  }
+  // Rank 0's rounds block in the negotiation until rank 1 joins one; between
+  // them it waits at most a cycle time (1 ms) a round, for a few rounds.
+  CHECK_PHASE(cluster[0].stats().negotiation_ns.load() >= ns(kLate) / 2,
+            cluster[0].stats().negotiation_ns.load());
 }
 
 TFDIST_TEST(RuntimeAutotuneSwitchesEveryRankInTheSameRound) {

@@ -40,6 +40,14 @@ constexpr Counter kCounters[] = {
     TFDIST_COUNTER(cached_rounds),
     TFDIST_COUNTER(errors),
     TFDIST_COUNTER(bytes_sent),
+    {"phase_ns.arrival", [](const tfdist::Stats& s) -> uint64_t { return s.arrival_ns.load(); }},
+    {"phase_ns.pickup", [](const tfdist::Stats& s) -> uint64_t { return s.pickup_ns.load(); }},
+    {"phase_ns.negotiation",
+     [](const tfdist::Stats& s) -> uint64_t { return s.negotiation_ns.load(); }},
+    {"phase_ns.collectives",
+     [](const tfdist::Stats& s) -> uint64_t { return s.collectives_ns.load(); }},
+    {"phase_ns.completion",
+     [](const tfdist::Stats& s) -> uint64_t { return s.completion_ns.load(); }},
     // What the same collectives would have sent without wire compression.
     {"bytes_uncompressed",
      [](const tfdist::Stats& s) -> uint64_t {

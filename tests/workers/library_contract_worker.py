@@ -50,6 +50,11 @@ def check_stats(rank: int, size: int) -> None:
         calls = after["algorithm_calls"][algorithm] - before["algorithm_calls"][algorithm]
         assert calls == 1, (algorithm, before, after)
     assert tfdist.algorithm_for(4, "butterfly") == "butterfly"
+    # The phase counters only grow, and the two collectives ran for some time.
+    assert set(after["phase_ns"]) == {"arrival", "pickup", "negotiation", "collectives", "completion"}
+    for phase, value in after["phase_ns"].items():
+        assert value >= before["phase_ns"][phase], (phase, before, after)
+    assert after["phase_ns"]["collectives"] > before["phase_ns"]["collectives"], (before, after)
 
 
 def check_error_class(rank: int, size: int) -> None:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +41,10 @@ std::string ShutdownMessage(const std::vector<std::pair<int, std::string>>& stop
                  : "; so this rank (" + std::to_string(me) +
                        ") stops too, and this collective could not run";
   return text + " (collectives fail until tfdist.init() is called again)";
+}
+
+uint64_t Nanoseconds(Clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
 double SecondsNow() {
@@ -175,7 +180,8 @@ Status Runtime::EnqueueGroup(std::vector<Request> requests, bool wake_background
           "tfdist: a collective named '" + requests[i].name +
           "' is already in flight on this rank; give concurrent collectives distinct names");
     }
-    if (queue_.empty()) queue_began_ = Clock::now();
+    queue_grew_ = Clock::now();
+    if (queue_.empty()) queue_began_ = queue_grew_;
     for (Request& request : requests) {
       if (request.description.type == CollectiveType::kJoin) join_pending_ = true;
       queue_.push_back(std::move(request));
@@ -302,15 +308,23 @@ bool Runtime::RunRoundLocked() {
   std::vector<Request> fresh;
   bool want_shutdown = false;
   std::string shutdown_why;
+  Clock::time_point queue_began;
+  Clock::time_point queue_grew;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fresh.swap(queue_);
+    queue_began = queue_began_;
+    queue_grew = queue_grew_;
     want_shutdown = shutdown_requested_;
     if (want_shutdown) shutdown_why = shutdown_why_;
   }
   std::vector<Announcement> announcements;
   announcements.reserve(fresh.size());
   const auto now = Clock::now();
+  if (!fresh.empty()) {
+    stats_.arrival_ns += Nanoseconds(queue_grew - queue_began);
+    stats_.pickup_ns += Nanoseconds(now - queue_grew);
+  }
   for (Request& request : fresh) {
     announcements.push_back(Announcement{request.name, request.description});
     announced_at_[request.name] = now;
@@ -331,7 +345,10 @@ bool Runtime::RunRoundLocked() {
                         : announced_.empty()     ? WaitKind::kIdle
                                                  : WaitKind::kRendezvous;
   if (autotune_ && rank() == 0) negotiator_.SetBroadcast(autotune_->Words());
+  const bool own_work = !fresh.empty() || !announced_.empty();
   Status status = negotiator_.Round(std::move(announcements), want_shutdown, wait, &result);
+  const auto negotiated = Clock::now();
+  if (own_work) stats_.negotiation_ns += Nanoseconds(negotiated - now);
   if (timeline_.enabled() && !result.ready.empty()) {
     for (const ReadyTensor& tensor : result.ready) {
       timeline_.Complete(tensor.name, "NEGOTIATE", start, 1, 0, "");
@@ -356,7 +373,14 @@ bool Runtime::RunRoundLocked() {
   carry_over_.store(negotiator_.has_carry_over(), std::memory_order_release);
   standing_in_.store(negotiator_.has_joined(), std::memory_order_release);
   stats_.cached_rounds = negotiator_.cached_rounds();
-  Execute(result.ready);
+  if (!result.ready.empty()) {
+    const uint64_t completion_before = stats_.completion_ns.load(std::memory_order_relaxed);
+    Execute(result.ready);
+    const uint64_t executed = Nanoseconds(Clock::now() - negotiated);
+    const uint64_t completing = stats_.completion_ns.load(std::memory_order_relaxed) -
+                                completion_before;
+    stats_.collectives_ns += executed > completing ? executed - completing : 0;
+  }
   if (!stop_reason_.ok()) return false;
   if (result.shutdown) {
     stop_reason_ = shutdown_reason;
@@ -491,7 +515,10 @@ void Runtime::Complete(Request& request, const Status& status) {
     names_in_flight_.erase(name);
     if (join) join_pending_ = false;
   }
-  if (done) done(status);
+  if (!done) return;
+  const auto start = Clock::now();
+  done(status);
+  stats_.completion_ns += Nanoseconds(Clock::now() - start);
 }
 
 Status Runtime::ExplainShutdown(const std::string& mine, Status* reason) {

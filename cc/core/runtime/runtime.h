@@ -162,6 +162,7 @@ class Runtime {
   bool join_pending_ = false;  // this rank's join() has not completed
   bool wake_requested_ = false;  // WakeBackground() was called
   std::chrono::steady_clock::time_point queue_began_;  // when queue_ last became non-empty
+  std::chrono::steady_clock::time_point queue_grew_;   // the last enqueue's time
   bool shutdown_requested_ = false;
   std::string shutdown_why_;  // Shutdown's `why`, sent to the others
   bool stopped_ = false;

@@ -26,6 +26,18 @@ struct Stats {
   std::atomic<uint64_t> negotiation_rounds{0};
   std::atomic<uint64_t> cached_rounds{0};     // rounds settled by the bit vector alone
   std::atomic<uint64_t> errors{0};
+  // Where the rounds that carried this rank's requests spent their time, in
+  // nanoseconds, summed (docs/runtime.md, "Where a graph step's time goes"):
+  // from the first request's enqueue to the last one's (a burst arriving);
+  // from the last enqueue to the round's start (the thread that runs it
+  // waking, the settle wait); the negotiation round; the collectives; and
+  // the kernels' completion callbacks, which run TensorFlow's executor (the
+  // ops that consume the results) on the thread that calls them.
+  std::atomic<uint64_t> arrival_ns{0};
+  std::atomic<uint64_t> pickup_ns{0};
+  std::atomic<uint64_t> negotiation_ns{0};
+  std::atomic<uint64_t> collectives_ns{0};
+  std::atomic<uint64_t> completion_ns{0};
   // Allreduce executions per algorithm, indexed by AllreduceAlgorithm.
   std::atomic<uint64_t> algorithm_calls[7]{};
 };
