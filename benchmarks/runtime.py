@@ -9,7 +9,12 @@
 (2) A ``tf.function`` step of 100 allreduces of 16 KiB each (fused by the
     runtime) against one ``MPI_Allreduce`` of the 1.6 MB they add up to.
     Goal: within 2x; and (issue 25) at most the same step without
-    communication plus two such MPI calls.
+    communication plus two such MPI calls. Two controls: the step with
+    ``r.assign(g * 1.0)`` in place of the allreduce (TensorFlow's own step),
+    and the same 100 allreduces on a process set of this rank alone (the
+    kernels, the runtime and TensorFlow's handling of 100 asynchronous ops,
+    without a peer to talk to). The runtime's phase counters
+    (``tfdist.stats()["phase_ns"]``) say where the step's time went.
 
 The methods are measured in alternating blocks (A, B, A, B, ...) with the
 same iteration count on every rank, and each method's time is the median of
@@ -30,6 +35,16 @@ from benchmarks import _results
 
 STEP_TENSORS = 100
 STEP_TENSOR_BYTES = 16 * 1024
+# The runtime's phase counters (tfdist.stats()["phase_ns"]), in step order.
+PHASES = ("arrival", "pickup", "negotiation", "collectives", "completion")
+PHASE_MEANING = {
+    "arrival": "the first kernel's enqueue to the last one's: TensorFlow starting 100 kernels",
+    "pickup": "the last enqueue to the round's start: the runtime thread waking",
+    "negotiation": "the negotiation round: mostly waiting for the other rank's burst",
+    "collectives": "packing into the fusion buffer, the ring, unpacking",
+    "completion": "the 100 kernels' completion callbacks, which run TensorFlow's executor "
+                  "(the assigns) on the runtime thread",
+}
 
 
 def _blocks(comm, methods: Dict[str, Callable[[], object]], iterations: Dict[str, int],
@@ -88,10 +103,22 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
         for gradient, result in zip(gradients, results):
             result.assign(gradient * 1.0)
 
+    # add_process_set is collective: every rank adds every one-rank set.
+    alone = [tfdist.add_process_set([r]) for r in range(tfdist.size())][rank]
+
+    @tf.function
+    def alone_step():  # the same kernels and runtime, with nobody to talk to
+        for i, (gradient, result) in enumerate(zip(gradients, results)):
+            result.assign(tfdist.allreduce(gradient, op=tfdist.Sum, name=f"bench.alone.{i}",
+                                           process_set=alone))
+
+    alone_step()
+    for i, out in enumerate(results):  # the benchmark only counts if it is right
+        np.testing.assert_allclose(out.numpy(), np.full(elements, rank + i))
     step()
     size = tfdist.size()
     expected = sum(range(size))
-    for i, out in enumerate(results):  # the benchmark only counts if it is right
+    for i, out in enumerate(results):
         np.testing.assert_allclose(out.numpy(), np.full(elements, expected + size * i))
     big_np = np.ones(STEP_TENSORS * elements, np.float32)
     big_out = np.empty_like(big_np)
@@ -99,9 +126,10 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
         "mpi_allreduce_1.6MB": lambda: comm.Allreduce(big_np, big_out),
         "tfdist_function_100x16KiB": step,
         "local_function_100x16KiB": local_step,
+        "tfdist_alone_function_100x16KiB": alone_step,
     }
     step_iterations = {"mpi_allreduce_1.6MB": n(100), "tfdist_function_100x16KiB": n(50),
-                       "local_function_100x16KiB": n(50)}
+                       "local_function_100x16KiB": n(50), "tfdist_alone_function_100x16KiB": n(50)}
     before = tfdist.stats()
     _blocks(comm, step_methods, {k: max(1, v // 10) for k, v in step_iterations.items()}, 1)
     steps = _blocks(comm, step_methods, step_iterations, blocks)
@@ -111,6 +139,11 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
     allreduces_per_step = (after["allreduce_calls"] - before["allreduce_calls"]) / step_calls
     full_rounds_per_step = ((after["negotiation_rounds"] - after["cached_rounds"])
                             - (before["negotiation_rounds"] - before["cached_rounds"])) / step_calls
+    # Only the global set's steps move the global runtime's counters (the
+    # one-rank sets have runtimes of their own): µs per step, rank average.
+    phases = {phase: comm.allreduce((after["phase_ns"][phase] - before["phase_ns"][phase])
+                                    / step_calls / 1e3) / comm.size
+              for phase in PHASES}
 
     seconds = {**latency, **steps}
     return {
@@ -124,6 +157,7 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
                               / steps["mpi_allreduce_1.6MB"]),
         "step_allreduces_per_step": allreduces_per_step,
         "step_full_negotiation_rounds_per_step": full_rounds_per_step,
+        "step_phases_us": phases,
         "goals": {"eager": 15.0, "step": 2.0},
         "settings": {"fusion_threshold": tfdist.RuntimeSettings.from_environment().fusion_threshold,
                      "cycle_time_ms": tfdist.RuntimeSettings.from_environment().cycle_time},
@@ -145,6 +179,9 @@ def summary(document: Dict[str, Any]) -> str:
          f"{document['ratio_step_vs_mpi']:.2f}x (goal ≤ {goals['step']:g}x)"),
         ("", "the same step without communication", us["local_function_100x16KiB"], ""),
     ]
+    if "tfdist_alone_function_100x16KiB" in us:  # results before it lack the control
+        rows.append(("", "the same allreduces on a one-rank process set",
+                     us["tfdist_alone_function_100x16KiB"], ""))
     lines = [f"ranks = {document['ranks']}; "
              f"{document['step_allreduces_per_step']:.1f} allreduces and "
              f"{document['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
@@ -152,6 +189,20 @@ def summary(document: Dict[str, Any]) -> str:
     lines += [f"| {a} | {b} | {c:.1f} | {d} |" for a, b, c, d in rows]
     lines += ["", f"Step against TensorFlow's own step plus two fused MPI calls: "
               f"{step_vs_local_and_mpi(us):.2f}x (issue 25's graph-mode goal: ≤ 1.0x)."]
+    if "tfdist_alone_function_100x16KiB" in us:
+        lines += [f"Step against the same step on a one-rank process set plus two fused MPI "
+                  f"calls: {step_vs_alone_and_mpi(us):.2f}x."]
+    phases = document.get("step_phases_us")
+    if phases:
+        step = us["tfdist_function_100x16KiB"]
+        outside = step - sum(phases[p] for p in PHASES)
+        lines += ["", "Where the step's time goes (the runtime's phase counters, µs per step):",
+                  "", "| phase | µs | share | what |", "|---|---|---|---|"]
+        lines += [f"| {p} | {phases[p]:.0f} | {phases[p] / step:.0%} | {PHASE_MEANING[p]} |"
+                  for p in PHASES]
+        lines += [f"| outside the runtime | {outside:.0f} | {outside / step:.0%} | "
+                  f"TensorFlow: the call, the reads before the first kernel, the function's "
+                  f"return |"]
     return "\n".join(lines)
 
 
@@ -159,6 +210,13 @@ def step_vs_local_and_mpi(us: Dict[str, float]) -> float:
     """The tf.function step over (the same step without communication + 2 x one
     MPI_Allreduce of its bytes): issue 25's graph-mode yardstick."""
     return us["tfdist_function_100x16KiB"] / (us["local_function_100x16KiB"]
+                                              + 2 * us["mpi_allreduce_1.6MB"])
+
+
+def step_vs_alone_and_mpi(us: Dict[str, float]) -> float:
+    """The tf.function step over (the same step on a one-rank process set + 2 x one
+    MPI_Allreduce of its bytes): what the communication adds, against what MPI needs."""
+    return us["tfdist_function_100x16KiB"] / (us["tfdist_alone_function_100x16KiB"]
                                               + 2 * us["mpi_allreduce_1.6MB"])
 
 
