@@ -34,6 +34,12 @@ def test_benchmark_runs_from_another_directory(tmp_path):
     assert document["ranks"] == 1 and document["step_allreduces_per_step"] >= 1
     assert "| (1) eager allreduce, 4 B | MPI_Allreduce |" in result.stdout
     assert (tmp_path / "out" / "runtime.md").is_file()
+    # The phase counters moved during the step blocks, and the table shows them.
+    phases = document["step_phases_us"]
+    assert set(phases) == {"arrival", "pickup", "negotiation", "collectives", "completion"}
+    assert phases["collectives"] > 0 and min(phases.values()) >= 0, phases
+    assert document["microseconds"]["tfdist_alone_function_100x16KiB"] > 0
+    assert "| outside the runtime |" in result.stdout
 
 
 def test_training_benchmark_measures_every_row_against_the_ceiling(tmp_path):
@@ -72,3 +78,16 @@ def test_eager_fast_path_benchmark_times_both_paths_with_one_algorithm(tmp_path)
         assert row["auto_ran"] in ("tree", "butterfly", "ring", "rabenseifner"), row
         assert row["fast_vs_op"] == pytest.approx(row["fast_us"] / row["op_us"])
     assert "| 1 MiB |" in (tmp_path / "fast.md").read_text()
+
+
+def test_mpi_drift_benchmark_times_every_window(tmp_path):
+    # One rank, a few windows: every window timed, the spread computed from them.
+    result = run_command(
+        [sys.executable, "-m", "benchmarks.mpi_drift", "--windows", "4", "--calls", "3",
+         "--bytes", "4096", "--json", str(tmp_path / "drift.json")], timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads((tmp_path / "drift.json").read_text())
+    windows = document["window_microseconds"]
+    assert len(windows) == 4 and min(windows) > 0, windows
+    assert document["slowest_over_fastest"] == pytest.approx(max(windows) / min(windows))
+    assert "| 2 (fresh buffers) |" in (tmp_path / "drift.md").read_text()
