@@ -28,6 +28,9 @@ struct Counter {
 };
 #define TFDIST_COUNTER(field) \
   { #field, [](const tfdist::Stats& s) -> uint64_t { return s.field.load(); } }
+// Stats::<phase>_ns as "phase_ns.<phase>": Python groups them as stats()["phase_ns"].
+#define TFDIST_PHASE(phase) \
+  { "phase_ns." #phase, [](const tfdist::Stats& s) -> uint64_t { return s.phase##_ns.load(); } }
 constexpr Counter kCounters[] = {
     TFDIST_COUNTER(allreduce_calls),
     TFDIST_COUNTER(tensors_reduced),
@@ -40,14 +43,11 @@ constexpr Counter kCounters[] = {
     TFDIST_COUNTER(cached_rounds),
     TFDIST_COUNTER(errors),
     TFDIST_COUNTER(bytes_sent),
-    {"phase_ns.arrival", [](const tfdist::Stats& s) -> uint64_t { return s.arrival_ns.load(); }},
-    {"phase_ns.pickup", [](const tfdist::Stats& s) -> uint64_t { return s.pickup_ns.load(); }},
-    {"phase_ns.negotiation",
-     [](const tfdist::Stats& s) -> uint64_t { return s.negotiation_ns.load(); }},
-    {"phase_ns.collectives",
-     [](const tfdist::Stats& s) -> uint64_t { return s.collectives_ns.load(); }},
-    {"phase_ns.completion",
-     [](const tfdist::Stats& s) -> uint64_t { return s.completion_ns.load(); }},
+    TFDIST_PHASE(arrival),
+    TFDIST_PHASE(pickup),
+    TFDIST_PHASE(negotiation),
+    TFDIST_PHASE(collectives),
+    TFDIST_PHASE(completion),
     // What the same collectives would have sent without wire compression.
     {"bytes_uncompressed",
      [](const tfdist::Stats& s) -> uint64_t {
@@ -55,6 +55,7 @@ constexpr Counter kCounters[] = {
      }},
 };
 #undef TFDIST_COUNTER
+#undef TFDIST_PHASE
 constexpr int kNamedCounters = static_cast<int>(std::size(kCounters));
 // After the named counters: one per algorithm, "algorithm_calls.<name>".
 constexpr int kAlgorithmCounters =
