@@ -196,7 +196,9 @@ def summary(document: Dict[str, Any]) -> str:
     if phases:
         step = us["tfdist_function_100x16KiB"]
         outside = step - sum(phases[p] for p in PHASES)
-        lines += ["", "Where the step's time goes (the runtime's phase counters, µs per step):",
+        lines += ["", "Where the step's time goes (the runtime's phase counters, µs per step, "
+                  "means over all its blocks; outside the runtime is the step's median less "
+                  "them):",
                   "", "| phase | µs | share | what |", "|---|---|---|---|"]
         lines += [f"| {p} | {phases[p]:.0f} | {phases[p] / step:.0%} | {PHASE_MEANING[p]} |"
                   for p in PHASES]
