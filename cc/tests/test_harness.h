@@ -76,6 +76,17 @@ std::string DescribeStatus(const tfdist::Status& status);
     }                                                                      \
   } while (0)
 
+// CHECK with extra context streamed in `context`, printed when it fails.
+#define CHECK_MSG(condition, context)                                      \
+  do {                                                                     \
+    if (!(condition)) {                                                    \
+      std::ostringstream check_context_;                                   \
+      check_context_ << context;                                           \
+      ::tfdist_test::RecordFailure(__FILE__, __LINE__,                     \
+                                   "CHECK(" #condition ") " + check_context_.str()); \
+    }                                                                      \
+  } while (0)
+
 // Evaluates both sides once. Extra context may be streamed in `context`
 // through CHECK_EQ_MSG.
 #define CHECK_EQ_MSG(a, b, context)                                        \
