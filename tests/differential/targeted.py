@@ -121,12 +121,14 @@ def _job_total(value: int, name: str) -> int:
 def uncompressed_bytes(rank: int, size: int) -> Optional[str]:
     """bytes_uncompressed grows by what a dense allreduce of the same tensor sends, summed
     over the ranks (per rank the shares differ at a non-power-of-two size), plus the
-    one-element settings allreduce the call starts with."""
+    one-element settings allreduce the call starts with. The compressors count the dense
+    call as a bandwidth-optimal allreduce (docs/compression.md), so the reference runs the
+    ring: under auto it could be the butterfly, which sends log2(P) whole tensors."""
     for label, comp, shape in (("topk(0.01)", tfdist.Compression.topk(0.01), (1000,)),
                                ("powersgd(1)", tfdist.Compression.powersgd(1), (64, 64))):
         x = tf.ones(shape) * (rank + 1)
         before = tfdist.stats()["bytes_sent"]
-        tfdist.allreduce(x, op=tfdist.Sum, name=f"dt.t6.dense.{label}")
+        tfdist.allreduce(x, op=tfdist.Sum, name=f"dt.t6.dense.{label}", algorithm="ring")
         dense = _job_total(tfdist.stats()["bytes_sent"] - before, f"dt.t6.dense.{label}.total")
         before = tfdist.stats()["bytes_uncompressed"]
         tfdist.allreduce(x, op=tfdist.Sum, name=f"dt.t6.{label}", compression=comp)
