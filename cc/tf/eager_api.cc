@@ -6,9 +6,10 @@
 // of 4 bytes). The request is the same one the
 // TfdistAllreduce kernel would make, driven the same way (RunEagerRequest),
 // with the same names, validation and errors; only the op dispatch is gone.
+#include <condition_variable>
 #include <cstdint>
-#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cc/core/runtime/request.h"
@@ -42,6 +43,33 @@ Status DescribeEagerAllreduce(const char* name, int dtype, const int64_t* shape,
   return Status::OK();
 }
 
+// The call's Status, set once by whichever thread finishes the request: this
+// one, polling inline (almost always, for a small tensor), or the runtime's.
+// Not std::promise: its set_value goes through std::call_once, whose glibc
+// implementation makes a futex syscall every time, a µs on a virtual machine
+// on a path that costs ten.
+class EagerResult {
+ public:
+  void Set(const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_ = status;
+    done_ = true;
+    set_.notify_one();  // under the lock: the waiter cannot leave before it
+  }
+
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    set_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable set_;
+  bool done_ = false;
+  Status status_;
+};
+
 }  // namespace
 }  // namespace tfdist
 
@@ -69,12 +97,11 @@ int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape, in
   request.input = input;
   request.output = output;
   // Shared: the runtime's thread may deliver the result after this thread
-  // stopped polling (it then blocks in get()).
-  auto result = std::make_shared<std::promise<tfdist::Status>>();
-  std::future<tfdist::Status> done = result->get_future();
+  // stopped polling (it then blocks in Wait()).
+  auto result = std::make_shared<tfdist::EagerResult>();
   tfdist::RunEagerRequest(*runtime, std::move(request),
-                          [result](const tfdist::Status& s) { result->set_value(s); });
-  return tfdist::ReportStatus(done.get(), error, error_length);
+                          [result](const tfdist::Status& s) { result->Set(s); });
+  return tfdist::ReportStatus(result->Wait(), error, error_length);
 }
 
 }  // extern "C"
