@@ -9,8 +9,9 @@ own in the same job:
 
 - ``allreduce``: ``tfdist.allreduce(x, op=Sum, name=...)``, the eager fast path
   (tfdist/_eager.py), named so that negotiation is one cached bit;
-- ``runtime``: the library call the fast path makes (``tfdist_eager_allreduce``
-  through ctypes, GIL released) with its arguments prepared: enqueue, the
+- ``runtime``: the library call the fast path makes (``tfdist._eager_call``'s
+  ``allreduce``, which calls ``tfdist_eager_allreduce`` with the GIL released)
+  with its arguments prepared: enqueue, the
   negotiation round run inline, the algorithm, completion;
 - ``python``: the fast path's Python around that call (argument checks,
   eligibility, the input's buffer, the result array, the result EagerTensor,
@@ -43,7 +44,7 @@ ready ended; more than ``negotiate`` when the other rank came late and a
 further round was needed), ``negotiate`` (NEGOTIATE: the round that made it
 ready, one cached bit-vector allreduce), the ``algorithm`` (ALLREDUCE) and any
 ``copy`` (COPY_INPUT, SCALE_OUTPUT, fusion copies; none for a lone tensor).
-``runtime - wait - algorithm - copy`` is the rest: the ctypes call, building
+``runtime - wait - algorithm - copy`` is the rest: the library call, building
 and enqueueing the request, the calling thread polling until it may run the
 round, and completion. The timeline's own writes slow the calls a little, so
 take the totals from a run without ``--phases``:
@@ -54,7 +55,6 @@ take the totals from a run without ``--phases``:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -86,26 +86,14 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
     # The runtime part: the fast path's library call with its arguments ready.
     source = x._numpy()
     result = np.empty_like(source)
-    error = _eager._error_buffer()
-    # A function object of its own (the library's attribute is shared, and
-    # what else sets its argtypes is not this benchmark's business).
-    entry = _library.control()["tfdist_eager_allreduce"]
-    entry.argtypes = _eager._entry_point().argtypes
-    entry.restype = ctypes.c_int
+    entry = _eager._entry_point()
     encoded = _eager._encoded(name + ".c")
-    shape = _eager._shape_array(source.shape)
     dtype_code = _eager._CORE_DTYPE[x._datatype_enum()]
-    source_address, result_address = _eager._address(source), _eager._address(result)
 
     def runtime():
-        code = entry(encoded, dtype_code, shape, source.ndim, source_address, result_address,
-                     int(tfdist.Sum), 1.0, 1.0, 0, 0, error, _eager._ERROR_BYTES)
-        assert code == 0, error.value
-
-    # The arrays whose addresses the call is given live as long as it does:
-    # otherwise `result` is freed when _parts returns and the runtime writes
-    # into freed memory (at 64 KiB malloc's, whose heap that corrupts).
-    runtime.keep_alive = (source, result)
+        failed = entry(encoded, dtype_code, source.shape, source, result, int(tfdist.Sum),
+                       1.0, 1.0, 0)
+        assert failed is None, failed
 
     def python():
         # What _eager.allreduce and ops.allreduce do around the library call.
@@ -113,8 +101,7 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
         assert _eager._eligible(x)
         own = x._numpy()
         out = np.empty_like(own)
-        _eager._address(own), _eager._address(out), _eager._encoded(name)
-        _eager._shape_array(own.shape)
+        _eager._encoded(name), _eager._CORE_DTYPE[x._datatype_enum()], own.shape
         return _eager._EagerTensor(out, x.device, x._datatype_enum())
 
     bits = np.full(2, ~np.uint64(0), np.uint64)

@@ -39,7 +39,7 @@ LIBRARY_NAME = "libtfdist.so"
 BUILD_INFO_NAME = "build_info.json"
 
 _PROBE_TENSORFLOW = r"""
-import json, sys
+import json, sys, sysconfig
 try:
     import tensorflow as tf
 except Exception as exc:  # report, never traceback
@@ -51,6 +51,7 @@ print(json.dumps({
     "compile_flags": tf.sysconfig.get_compile_flags(),
     "link_flags": tf.sysconfig.get_link_flags(),
     "prefix": sys.prefix,
+    "python_include": sysconfig.get_paths()["include"],
 }))
 """
 
@@ -79,6 +80,16 @@ def probe_tensorflow() -> dict:
         raise BuildError(f"TensorFlow is not installed in {info['prefix']} "
                          f"({info['error']}).\n{SETUP_HINT}")
     return info
+
+
+def python_include(tensorflow: dict) -> str:
+    """The target interpreter's C headers: cc/tf/eager_module.cc is a CPython module."""
+    include = tensorflow["python_include"]
+    if not (Path(include) / "Python.h").exists():
+        raise BuildError(f"Python's C headers are missing ({include}/Python.h); install "
+                         "them (Debian: apt-get install python3-dev; pyenv and the "
+                         "python.org builds have them).")
+    return include
 
 
 def find_mpicc(prefix: str) -> str:
@@ -180,7 +191,8 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
     mpi_compile, mpi_link = mpi_flags(mpicc)
     compile_flags = (list(SOURCES.LIBRARY_FLAGS)
                      + system_includes(tensorflow["compile_flags"])
-                     + system_includes(mpi_compile))
+                     + system_includes(mpi_compile)
+                     + ["-isystem", python_include(tensorflow)])
     output_dir.mkdir(parents=True, exist_ok=True)
     objects = compile_objects(cxx, compile_flags, sources(), object_dir, jobs)
 

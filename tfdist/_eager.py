@@ -14,10 +14,8 @@ part of the call).
 """
 from __future__ import annotations
 
-import ctypes
 import functools
-import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -52,31 +50,12 @@ _ALIGNED_FROM_BYTES = 256 * 1024
 _CORE_DTYPE = {dtype.as_datatype_enum: code
                for code, dtype in enumerate(_library.REDUCIBLE_DTYPES)}
 
+_BFLOAT16 = tf.bfloat16.as_datatype_enum
+
 # StatusCode names (cc/core/base/status.h) -> the error the op would raise.
 _ERROR_CLASSES = {"invalid_argument": tf.errors.InvalidArgumentError,
                   "failed_precondition": tf.errors.FailedPreconditionError,
                   "internal": tf.errors.InternalError, "aborted": tf.errors.AbortedError}
-
-_ERROR_BYTES = 4096
-_per_thread = threading.local()
-
-
-def _error_buffer() -> ctypes.Array:
-    buffer = getattr(_per_thread, "error", None)
-    if buffer is None:
-        buffer = _per_thread.error = ctypes.create_string_buffer(_ERROR_BYTES)
-    return buffer
-
-
-def _address(array: np.ndarray) -> int:
-    # ctypes' view of the buffer is 3x quicker to get than __array_interface__
-    # (an eager call's overhead is counted in µs); it needs a writable buffer
-    # whose format the buffer protocol can express (not bfloat16's).
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
-    except (TypeError, ValueError):
-        return array.__array_interface__["data"][0]
-
 
 @functools.lru_cache(maxsize=None)
 def _error_class(code: int) -> type:
@@ -87,20 +66,10 @@ def _error_class(code: int) -> type:
 
 
 @functools.lru_cache(maxsize=None)
-def _entry_point():
-    lib = _library.control()
-    function = lib.tfdist_eager_allreduce
-    function.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
-                         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                         ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
-                         ctypes.c_char_p, ctypes.c_int]
-    function.restype = ctypes.c_int
-    return function
-
-
-@functools.lru_cache(maxsize=1024)
-def _shape_array(shape: tuple) -> ctypes.Array:
-    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+def _entry_point() -> Callable:
+    """The library's call: allreduce(name, dtype code, shape, input, output, op,
+    prescale, postscale, process set id) -> None, or (StatusCode, message)."""
+    return _library.eager_module().allreduce
 
 
 @functools.lru_cache(maxsize=4096)
@@ -141,13 +110,14 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
         return None
     # A new array every call: the tensor made from it shares its memory.
     result = _new_result(source)
-    error = _error_buffer()
     dtype = tensor._datatype_enum()
-    code = _entry_point()(_encoded(name), _CORE_DTYPE[dtype],
-                          _shape_array(source.shape), source.ndim, _address(source),
-                          _address(result), int(op), float(prescale), float(postscale), 0,
-                          process_set_id, error, _ERROR_BYTES)
-    if code != 0:
-        message = error.value.decode(errors="replace")
+    shape, into = source.shape, result
+    if dtype == _BFLOAT16:  # the buffer protocol cannot describe it: addresses instead
+        source = source.__array_interface__["data"][0]
+        into = result.__array_interface__["data"][0]
+    failed = _entry_point()(_encoded(name), _CORE_DTYPE[dtype], shape, source, into,
+                            int(op), float(prescale), float(postscale), process_set_id)
+    if failed is not None:
+        code, message = failed
         raise _error_class(code)(None, None, message)
     return _EagerTensor(result, tensor.device, dtype)

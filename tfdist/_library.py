@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.machinery
+import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +54,23 @@ def ops() -> ModuleType:
     except (tf.errors.NotFoundError, OSError) as error:
         raise LibraryError(f"TensorFlow could not load {LIBRARY_PATH}: {error}. "
                            f"{REBUILD_HINT}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def eager_module() -> ModuleType:
+    """tfdist._eager_call, the eager fast path's CPython entry (cc/tf/eager_module.cc),
+    which libtfdist.so itself holds."""
+    ops()  # the same copy of the library as TensorFlow's and ctypes'
+    name = "tfdist._eager_call"
+    loader = importlib.machinery.ExtensionFileLoader(name, str(LIBRARY_PATH))
+    spec = importlib.util.spec_from_file_location(name, str(LIBRARY_PATH), loader=loader)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except ImportError as error:
+        raise LibraryError(f"{LIBRARY_PATH} has no eager entry ({error}). "
+                           f"{REBUILD_HINT}") from None
+    return module
 
 
 @functools.lru_cache(maxsize=None)

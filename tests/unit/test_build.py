@@ -122,3 +122,12 @@ def test_every_build_lists_the_sources_of_its_layers():
     for flags in (sources.TEST_FLAGS, sources.LIBRARY_FLAGS, sources.SANITIZE_FLAGS,
                   sources.TSAN_FLAGS):
         assert "-Werror" in flags and "-std=c++17" in flags
+
+
+def test_build_without_python_headers_says_what_to_install(tmp_path):
+    # cc/tf/eager_module.cc is a CPython module: without Python.h the build
+    # stops before compiling, naming the headers and how to get them.
+    with pytest.raises(native.BuildError, match=r"Python\.h.*python3-dev"):
+        native.python_include({"python_include": str(tmp_path)})
+    (tmp_path / "Python.h").write_text("")
+    assert native.python_include({"python_include": str(tmp_path)}) == str(tmp_path)

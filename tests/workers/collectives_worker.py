@@ -286,6 +286,30 @@ def check_eager_fast_path(rank, size):
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
         assert len(calls) == 7, calls
 
+        # The library's entry checks what it is given before it runs anything,
+        # on every rank alike, so no rank is left waiting.
+        real = eager._library.eager_module().allreduce
+        source = np.ones(3, np.float32)
+        frozen = np.zeros(3, np.float32)
+        frozen.flags.writeable = False
+        for arguments, error in [
+                ((b"fast.count", 6, (3,), source, np.empty(3, np.float32)), TypeError),
+                (("fast.text", 6, (3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                 TypeError),
+                ((b"fast.shape", 6, [3], source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                 TypeError),
+                ((b"fast.frozen", 6, (3,), source, frozen, 1, 1.0, 1.0, 0),
+                 (BufferError, ValueError)),
+                ((b"fast.object", 6, (3,), object(), np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                 TypeError)]:
+            try:
+                real(*arguments)
+            except error:
+                pass
+            else:
+                raise AssertionError(f"{arguments[0]!r} was accepted")
+        assert not frozen.any() and len(calls) == 7, calls
+
         # Errors come back as the op's errors.
         try:
             tfdist.allreduce(tf.ones([rank + 1]), name="fast.mismatch")
