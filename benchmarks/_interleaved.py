@@ -7,6 +7,7 @@ rank's: a collective is as slow as its slowest rank.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -40,3 +41,17 @@ def algorithms_run(before: Dict[str, int]) -> Dict[str, int]:
     after = tfdist.stats()["algorithm_calls"]
     return {name: value - before.get(name, 0) for name, value in after.items()
             if value > before.get(name, 0)}
+
+
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> float:
+    """The median over rounds of one method's block time over another's in the same round.
+
+    A ratio of two medians compares blocks from different moments; on a machine whose
+    speed changes between modes for seconds at a time, each median can land in either
+    mode. Two blocks of one round ran within a second of each other, so their ratio
+    cancels a mode that lasts longer than a round.
+    """
+    if len(numerator) != len(denominator) or not numerator:
+        raise ValueError(f"paired_ratio needs two equal, non-empty lists of rounds, got "
+                         f"{len(numerator)} and {len(denominator)}")
+    return statistics.median(a / b for a, b in zip(numerator, denominator))

@@ -23,6 +23,14 @@ perfect chooser, one that always runs that algorithm, would score against
 "the best forced algorithm" in the same rounds: the floor of the "auto / best
 forced" figure on this machine, which picks the least of several noisy columns.
 
+Each row also keeps every round's block times (``samples_us``) and pairs them:
+"auto / best forced, paired" is the largest, over the forced algorithms, of the
+median over rounds of auto's block over that algorithm's block in the same
+round (``_interleaved.paired_ratio``). Blocks of one round ran within a second
+of each other, so a change in the machine's speed that lasts longer than that
+cancels, where a ratio of two medians compares blocks from different moments.
+With ``--repeat-forced`` the A/A control is paired the same way.
+
 Across emulated hosts the summary adds hierarchical's time over the ring's; with
 an emulated latency, what the tree costs beyond the butterfly in latencies L
 (issue 25, section 5: docs/algorithms.md, "Sequential messages over an emulated
@@ -52,7 +60,7 @@ from typing import Any, Callable, Dict, List
 import numpy as np
 
 from benchmarks import _results
-from benchmarks._interleaved import algorithms_run, round_order
+from benchmarks._interleaved import algorithms_run, paired_ratio, round_order
 
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
@@ -216,12 +224,30 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
             # The best algorithm again, in the same rounds: a perfect chooser's score.
             row["best_forced_again_vs_best_forced"] = (row[f"{best}{REPEAT}_us"]
                                                        / row[f"{best}_us"])
+        row["samples_us"] = {m: [seconds * 1e6 for seconds in samples[m]] for m in methods}
+        row.update(_paired(row["samples_us"], forced, best, bool(repeats)))
         row["load_average"] = os.getloadavg()[0]
         row.update(_link_ratios(row, forced))
         rows.append(row)
         if comm.rank == 0:
             print(_format_auto_row(row, forced), flush=True)
     return rows
+
+
+def _paired(samples: Dict[str, List[float]], forced: List[str], best: str,
+            repeated: bool) -> Dict[str, Any]:
+    """auto against every forced algorithm round by round (``paired_ratio``); the
+    largest of these is what auto loses to the best of them. With ``repeated``, the
+    same figure for the best forced algorithm's second column: a perfect chooser's
+    score, the floor of auto's on this machine."""
+    against = {f: paired_ratio(samples["auto"], samples[f]) for f in forced}
+    paired: Dict[str, Any] = {"auto_vs_forced_paired": against,
+                              "auto_vs_best_forced_paired": max(against.values())}
+    if repeated:
+        again = samples[f"{best}{REPEAT}"]
+        paired["best_forced_again_vs_best_forced_paired"] = max(
+            paired_ratio(again, samples[f]) for f in forced)
+    return paired
 
 
 def _link_ratios(row: Dict[str, Any], forced: List[str]) -> Dict[str, float]:
@@ -240,10 +266,12 @@ def _link_ratios(row: Dict[str, Any], forced: List[str]) -> Dict[str, float]:
     return ratios
 
 
-def _auto_header(forced: List[str]) -> str:
+def _auto_header(forced: List[str], paired: bool = True) -> str:
+    # Results files from before the paired figure existed render as they did.
     return ("| size | auto µs (its pick) | " + " | ".join(f"{a} µs" for a in forced)
-            + " | MPI_Allreduce µs | best forced | auto / best forced | auto / MPI | load |\n"
-            + "|---" * (len(forced) + 7) + "|")
+            + " | MPI_Allreduce µs | best forced | auto / best forced | "
+            + ("auto / best forced, paired | " if paired else "") + "auto / MPI | load |\n"
+            + "|---" * (len(forced) + 7 + paired) + "|")
 
 
 def _format_auto_row(row: Dict, forced: List[str]) -> str:
@@ -251,7 +279,9 @@ def _format_auto_row(row: Dict, forced: List[str]) -> str:
     return (f"| {_human(row['bytes'])} | {row['auto_us']:.1f} ({picks}) | "
             + " | ".join(f"{row[f'{a}_us']:.1f}" for a in forced)
             + f" | {row['mpi_us']:.1f} | {row['best_forced']} | {row['auto_vs_best_forced']:.2f} "
-            f"| {row['auto_vs_mpi']:.2f} | {row['load_average']:.1f} |")
+            + (f"| {row['auto_vs_best_forced_paired']:.2f} "
+               if "auto_vs_best_forced_paired" in row else "")
+            + f"| {row['auto_vs_mpi']:.2f} | {row['load_average']:.1f} |")
 
 
 def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
@@ -263,18 +293,32 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
             f"median over {rows[0]['rounds'] if rows else 0} interleaved rounds of the slowest "
             f"rank's mean per call. auto within 5% of the best forced algorithm at "
             f"{within} of {len(rows)} sizes. Load: the 1-minute load average after each size.")
-    lines = [head, "", _auto_header(forced)] + [_format_auto_row(row, forced) for row in rows]
+    paired = bool(rows) and all("auto_vs_best_forced_paired" in r for r in rows)
+    if paired:
+        paired_within = sum(r["auto_vs_best_forced_paired"] <= 1.05 for r in rows)
+        head += (" Paired: the largest over the forced algorithms of the median over rounds "
+                 "of auto's block over that algorithm's block in the same round (a ratio "
+                 "of medians compares blocks from different moments); within 5% at "
+                 f"{paired_within} of {len(rows)} sizes.")
+    lines = ([head, "", _auto_header(forced, paired)]
+             + [_format_auto_row(row, forced) for row in rows])
     if any("best_forced_again_vs_best_forced" in r for r in rows):
         lines += ["", "The A/A control (`--repeat-forced`): every forced algorithm timed a second "
                   "time in the same rounds; the best forced algorithm's second column over its "
                   "first is what a chooser that always ran it would score.", "",
-                  "| size | best forced | its second column / it | auto / best forced | "
+                  "| size | best forced | its second column / it | "
+                  + ("the same, paired | " if paired else "") + "auto / best forced | "
+                  + ("auto / best forced, paired | " if paired else "")
                   + " | ".join(f"{a}{REPEAT} / {a}" for a in forced) + " |",
-                  "|---" * (len(forced) + 4) + "|"]
+                  "|---" * (len(forced) + 4 + 2 * paired) + "|"]
         for r in rows:
             lines.append(f"| {_human(r['bytes'])} | {r['best_forced']} "
                          f"| {r['best_forced_again_vs_best_forced']:.2f} "
-                         f"| {r['auto_vs_best_forced']:.2f} | "
+                         + (f"| {r['best_forced_again_vs_best_forced_paired']:.2f} "
+                            if paired else "")
+                         + f"| {r['auto_vs_best_forced']:.2f} "
+                         + (f"| {r['auto_vs_best_forced_paired']:.2f} " if paired else "")
+                         + "| "
                          + " | ".join(f"{r[f'{a}{REPEAT}_us'] / r[f'{a}_us']:.2f}"
                                       for a in forced) + " |")
     for key, what in (("hierarchical_vs_ring", "hierarchical / ring"),

@@ -91,3 +91,27 @@ def test_mpi_drift_benchmark_times_every_window(tmp_path):
     assert len(windows) == 4 and min(windows) > 0, windows
     assert document["slowest_over_fastest"] == pytest.approx(max(windows) / min(windows))
     assert "| 2 (fresh buffers) |" in (tmp_path / "drift.md").read_text()
+
+
+def test_auto_vs_forced_keeps_every_round_and_pairs_them(tmp_path):
+    import numpy as np
+    result = run_command(
+        [sys.executable, "-m", "benchmarks.allreduce", "--auto-vs-forced", "--repeat-forced",
+         "--max-bytes", "64", "--rounds", "3", "--seconds-per-cell", "0.002",
+         "--json", str(tmp_path / "avf.json")], timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads((tmp_path / "avf.json").read_text())
+    forced = document["forced"]
+    assert [row["bytes"] for row in document["rows"]] == [4, 16, 64]
+    for row in document["rows"]:
+        samples = row["samples_us"]
+        assert set(samples) == {"auto", "mpi", *forced, *(f"{f}#2" for f in forced)}
+        assert all(len(v) == 3 and min(v) > 0 for v in samples.values()), samples
+        assert row["auto_us"] == pytest.approx(float(np.median(samples["auto"])))
+        against = {f: float(np.median(np.divide(samples["auto"], samples[f]))) for f in forced}
+        assert row["auto_vs_forced_paired"] == pytest.approx(against)
+        assert row["auto_vs_best_forced_paired"] == pytest.approx(max(against.values()))
+        again = samples[row["best_forced"] + "#2"]
+        assert row["best_forced_again_vs_best_forced_paired"] == pytest.approx(
+            max(float(np.median(np.divide(again, samples[f]))) for f in forced))
+    assert "Paired: the largest over the forced algorithms" in (tmp_path / "avf.md").read_text()

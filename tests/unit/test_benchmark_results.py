@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mpi_harness import ROOT
@@ -206,3 +207,48 @@ def test_compression_links_goals_summary_and_plot(tmp_path):
     _results.draw([{"metadata": {"benchmark": "compression_links"}, **document}],
                   str(tmp_path / "links.png"))
     assert (tmp_path / "links.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios():
+    from benchmarks._interleaved import paired_ratio
+    generator = np.random.default_rng(7)
+    for rounds in (1, 2, 5, 15):
+        a = generator.uniform(1, 100, rounds)
+        b = generator.uniform(1, 100, rounds)
+        assert paired_ratio(list(a), list(b)) == pytest.approx(float(np.median(a / b)))
+    for a, b in (([], []), ([1.0], [1.0, 2.0])):
+        with pytest.raises(ValueError, match="equal, non-empty"):
+            paired_ratio(a, b)
+
+
+def test_auto_vs_forced_pairs_rounds_where_the_machine_changes_mode():
+    # auto is 1.02x the ring in every round but one; the machine runs 3x slower in
+    # some rounds, three of the ring's blocks and two of auto's (in round 2 the mode
+    # changed between them), so the ratio of medians is far off; the paired one is not.
+    from benchmarks import allreduce
+    auto_slow = [1, 3, 1, 1, 3]
+    ring_slow = [1, 3, 3, 1, 3]
+    samples = {"auto": [102.0 * m for m in auto_slow],
+               "ring": [100.0 * m for m in ring_slow],
+               "butterfly": [130.0 * m for m in auto_slow],
+               "ring#2": [100.0 * m for m in ring_slow],
+               "butterfly#2": [130.0 * m for m in auto_slow]}
+    paired = allreduce._paired(samples, ["ring", "butterfly"], "ring", repeated=True)
+    expected = {f: float(np.median(np.array(samples["auto"]) / np.array(samples[f])))
+                for f in ("ring", "butterfly")}
+    assert paired["auto_vs_forced_paired"] == pytest.approx(expected)
+    assert paired["auto_vs_best_forced_paired"] == pytest.approx(1.02)
+    assert paired["best_forced_again_vs_best_forced_paired"] == pytest.approx(1.0)
+    assert np.median(samples["auto"]) / np.median(samples["ring"]) == pytest.approx(1.02 / 3)
+
+    row = {"bytes": 1 << 20, "rounds": 5, "auto_picks": {"ring": 10}, "mpi_us": 90.0,
+           "best_forced": "ring", "auto_vs_best_forced": 0.34, "auto_vs_mpi": 1.1,
+           "load_average": 0.5, "best_forced_again_vs_best_forced": 0.33, **paired,
+           **{f"{m}_us": float(np.median(v)) for m, v in samples.items()},
+           "auto_us": float(np.median(samples["auto"]))}
+    text = allreduce.summary({"mode": "auto_vs_forced", "np": 2, "hosts": 1,
+                              "forced": ["ring", "butterfly"], "rows": [row]})
+    assert "within 5% at 1 of 1 sizes" in text
+    lines = [line for line in text.splitlines() if line.startswith("| 1 MiB")]
+    assert len(lines) == 2 and "| 0.34 | 1.02 |" in lines[0], lines
+    assert "| 0.33 | 1.00 | 0.34 | 1.02 |" in lines[1], lines
