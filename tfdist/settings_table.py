@@ -65,7 +65,9 @@ SETTINGS: Tuple[Setting, ...] = (
             "predicts within 3x of its pick) that `auto` makes per size class (bytes "
             "rounded down to a power of two) before it keeps the fastest for the job "
             "(by each one's call a fifth of the way up from its fastest; at two ranks "
-            "never the tree); 0 trusts the cost model.",
+            "never the tree). Each timed call follows an untimed one of the same "
+            "algorithm, which pays what the previous candidate's call left behind; "
+            "0 trusts the cost model.",
             cpp_key="auto_trials", cpp_member="auto_trials"),
     Setting("fusion_threshold", "int", 64 * 1024 * 1024,
             "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",

@@ -344,8 +344,9 @@ def _algorithm_of_next_call(call):
 
 def check_auto_trials(rank, size):
     """auto's first calls of a size class go round the cost model's plausible
-    algorithms, its pick first, TFDIST_AUTO_TRIALS rounds, then keep one of them for
-    good; every rank runs the same algorithm on every call, and every result is right."""
+    algorithms, its pick first, two calls each time (the second is timed),
+    TFDIST_AUTO_TRIALS rounds, then keep one of them for good; every rank runs the
+    same algorithm on every call, and every result is right."""
     if size == 1:
         return
     from mpi4py import MPI
@@ -355,18 +356,19 @@ def check_auto_trials(rank, size):
     rounds = tfdist.RuntimeSettings.from_environment().auto_trials
     assert rounds >= 2, rounds
     ran = []
-    for i in range(5 * rounds + 4):  # at most 5 candidates, then 4 decided calls
+    for i in range(2 * 5 * rounds + 4):  # at most 5 candidates, then 4 decided calls
         algorithm, y = _algorithm_of_next_call(
             lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
         assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
         ran.append(algorithm)
     assert ran[0] == model_pick, (ran, model_pick)
-    candidates = ran[:ran.index(ran[0], 1)]  # one round of the trials
+    visits = ran[::2]
+    candidates = visits[:visits.index(ran[0], 1)]  # one round of the trials
     assert len(set(candidates)) == len(candidates) <= 5, ran
     # At two ranks the tree is the butterfly's exchange in two messages: never timed.
     assert size != 2 or "tree" not in candidates, ran
-    trials = rounds * len(candidates)
-    assert ran[:trials] == candidates * rounds, ran
+    trials = 2 * rounds * len(candidates)
+    assert ran[:trials] == [c for c in candidates for _ in range(2)] * rounds, ran
     kept = ran[trials]
     assert set(ran[trials:]) == {kept} and kept in candidates, ran
     assert tfdist.algorithm_for(n * 4) == kept, (ran, tfdist.algorithm_for(n * 4))

@@ -65,7 +65,8 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
 
 AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
   if (c.decided) return c.chosen;
-  return c.candidates[static_cast<size_t>(c.trials_done) % c.candidates.size()];
+  return c.candidates[static_cast<size_t>(c.trials_done / kCallsPerVisit) %
+                      c.candidates.size()];
 }
 
 bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
@@ -102,10 +103,16 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
   Class& c = ClassOf(bytes);
   if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
   const size_t count = c.candidates.size();
-  const size_t which = static_cast<size_t>(c.trials_done) % count;
-  c.seconds[which].push_back(agreed_seconds);
+  const size_t which = static_cast<size_t>(c.trials_done / kCallsPerVisit) % count;
+  // A visit's first call pays what the previous candidate left behind.
+  if (c.trials_done % kCallsPerVisit == kCallsPerVisit - 1) {
+    c.seconds[which].push_back(agreed_seconds);
+  }
   ++c.trials_done;
-  if (static_cast<size_t>(c.trials_done) < count * static_cast<size_t>(c.rounds)) return;
+  if (static_cast<size_t>(c.trials_done) <
+      count * static_cast<size_t>(c.rounds) * kCallsPerVisit) {
+    return;
+  }
   c.decided = true;
   std::vector<double> typical(count);
   for (size_t i = 0; i < count; ++i) typical[i] = TypicalSeconds(c.seconds[i]);

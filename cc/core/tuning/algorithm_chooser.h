@@ -29,6 +29,19 @@
 // Rabenseifner 10-20% slower.
 // The model's pick keeps the class unless another beats it by kMargin.
 //
+// The trials visit the candidates in turn, kCallsPerVisit calls at a time,
+// and time only the last call of each visit. A call can leave part of its
+// cost to the next one: at np 2, 1 MiB, in jobs where the machine was in its
+// slow mode, a ring or Rabenseifner call followed by anything cost that next
+// call about 200 us more, and a butterfly call did not (back to back: ring
+// and Rabenseifner 385-400 us a call, the butterfly 190-205). Trials that
+// changed candidate on every call charged each one's leftover to the next
+// candidate in the turn: they timed Rabenseifner (which followed the
+// butterfly) at 185-203 us and the butterfly at 397-403, and kept the
+// slowest. A visit's first call takes the previous candidate's leftover and
+// its second pays its own, as a user's stream of calls of one size does:
+// timed that way, 190-205 us for the butterfly and 384-403 for the others.
+//
 // Every rank must run the same algorithm on every call: the chooser decides
 // only from what it is told (the model's candidates and agreed seconds), in
 // the order it is told, which is the same on every rank because every rank
@@ -57,7 +70,8 @@ class AlgorithmChooser {
   using Candidates = std::vector<AllreduceAlgorithm>;
   using Model = std::function<Candidates(size_t bytes)>;
 
-  // `trials`: timed calls of each candidate before a class is decided; 0
+  // `trials`: timed calls of each candidate before a class is decided (each
+  // after an untimed one: kCallsPerVisit); 0
   // trusts the model (Pick is then the model's pick, Wants() always false).
   AlgorithmChooser(Model model, int trials);
 
@@ -96,6 +110,8 @@ class AlgorithmChooser {
   // predicted within kMaxPredictedRatio of the pick, in the model's order.
   static Candidates Plausible(const std::vector<RankedAlgorithm>& ranked);
 
+  // Consecutive trial calls of one candidate; only the last is timed.
+  static constexpr int kCallsPerVisit = 2;
   // A trial is won only by this margin: near-ties keep the model's pick.
   static constexpr double kMargin = 0.03;
   // Candidates predicted this many times slower than the pick are not timed:
@@ -107,7 +123,8 @@ class AlgorithmChooser {
     bool seen = false;
     Candidates candidates;
     int rounds = 0;       // RoundsFor(trials_, class)
-    int trials_done = 0;  // calls reported; candidate = trials_done % candidates.size()
+    int trials_done = 0;  // calls reported; candidate = trials_done / kCallsPerVisit
+                        // % candidates.size()
     std::vector<std::vector<double>> seconds;  // per candidate, its calls
     bool decided = false;
     AllreduceAlgorithm chosen{};
