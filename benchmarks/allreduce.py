@@ -8,7 +8,9 @@ against the same call with every algorithm forced (``algorithm=``), and against
 MPI_Allreduce, in rounds that interleave the methods (a different order each
 round, the same on every rank), 4 B to 64 MiB. Each cell is the median over
 rounds of the slowest rank's mean per call; auto's calls of a size are warmed
-up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed.
+up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed. Each
+block starts with one untimed call, which pays what the previous block's
+method left behind.
 
     mpirun -np 2 --bind-to none python -m benchmarks.allreduce --auto-vs-forced \
         --json docs/results/auto-vs-forced-np2.json
@@ -184,16 +186,24 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         receive = np.empty_like(send)
 
         def run(method: str, n: int) -> float:
-            comm.Barrier()
-            start = time.perf_counter()
             if method == "mpi":
-                for _ in range(n):
+                def call() -> None:
                     comm.Allreduce(send, receive, op=MPI.SUM)
             else:
                 algorithm = None if method == "auto" else method.split(REPEAT)[0]
                 name = f"bench.avf.{method}.{nbytes}"
-                for _ in range(n):
+
+                def call() -> None:
                     tfdist.allreduce(x, op=tfdist.Sum, name=name, algorithm=algorithm)
+            # Untimed: a call pays part of what the previous one left behind
+            # (docs/cost_model.md), and the rounds' orders rotate one list, so
+            # each block follows one of the same two methods every time (auto's:
+            # MPI's or the tree's), which would bias it by what they leave.
+            call()
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                call()
             return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / n
 
         # Auto first makes its choice for this size (its trials), then every
