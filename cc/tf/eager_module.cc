@@ -6,7 +6,7 @@
 // result's addresses had to be read in Python first: 2 µs of a 10-15 µs call,
 // where TensorFlow's own trivial op (the small-message yardstick) costs about
 // 12. Here the arguments are read with the C API and the arrays' memory with
-// the buffer protocol. The module lives in libtfdist.so itself (tfdist/_eager.py
+// the buffer protocol. The module lives in libtfdist.so itself (tfdist/_library.py
 // loads that file as an extension module), so the library stays one file and
 // the module is always the library's own version.
 #define PY_SSIZE_T_CLEAN
@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "cc/core/base/data_type.h"
 
 extern "C" int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape,
                                       int ndims, const void* input, void* output,
@@ -50,6 +52,12 @@ class HeldBuffer {
     held_ = true;
     *address = view_.buf;
     return true;
+  }
+
+  // Whether a view was taken and holds fewer than `bytes` (an int address
+  // cannot be checked).
+  bool Shorter(size_t bytes) const {
+    return held_ && static_cast<size_t>(view_.len) < bytes;
   }
 
  private:
@@ -100,6 +108,24 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
   if (!input_view.Take(args[3], /*writable=*/false, &input) ||
       !output_view.Take(args[4], /*writable=*/true, &output)) {
     return nullptr;
+  }
+  // The runtime reads and writes the whole tensor: arrays shorter than that
+  // would be overrun. An unknown dtype is the runtime's to report.
+  if (dtype >= 0 && dtype < static_cast<int>(tfdist::DataType::kBool)) {
+    size_t bytes = tfdist::DataTypeSize(static_cast<tfdist::DataType>(dtype));
+    for (int64_t dimension : shape) {
+      if (dimension < 0) {
+        PyErr_Format(PyExc_ValueError, "negative dimension %lld in the shape",
+                     static_cast<long long>(dimension));
+        return nullptr;
+      }
+      bytes *= static_cast<size_t>(dimension);
+    }
+    if (input_view.Shorter(bytes) || output_view.Shorter(bytes)) {
+      PyErr_Format(PyExc_ValueError, "the arrays hold fewer than the tensor's %zu bytes",
+                   bytes);
+      return nullptr;
+    }
   }
   char error[kErrorBytes];
   error[0] = '\0';

@@ -301,7 +301,13 @@ def check_eager_fast_path(rank, size):
                 ((b"fast.frozen", 6, (3,), source, frozen, 1, 1.0, 1.0, 0),
                  (BufferError, ValueError)),
                 ((b"fast.object", 6, (3,), object(), np.empty(3, np.float32), 1, 1.0, 1.0, 0),
-                 TypeError)]:
+                 TypeError),
+                ((b"fast.short", 6, (3,), source, np.empty(2, np.float32), 1, 1.0, 1.0, 0),
+                 ValueError),
+                ((b"fast.long", 6, (4,), source, np.empty(4, np.float32), 1, 1.0, 1.0, 0),
+                 ValueError),
+                ((b"fast.negative", 6, (-3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                 ValueError)]:
             try:
                 real(*arguments)
             except error:
