@@ -63,10 +63,13 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
   return c;
 }
 
+size_t AlgorithmChooser::VisitedCandidate(const Class& c) {
+  return static_cast<size_t>(c.trials_done / kCallsPerVisit) % c.candidates.size();
+}
+
 AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
   if (c.decided) return c.chosen;
-  return c.candidates[static_cast<size_t>(c.trials_done / kCallsPerVisit) %
-                      c.candidates.size()];
+  return c.candidates[VisitedCandidate(c)];
 }
 
 bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
@@ -103,7 +106,7 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
   Class& c = ClassOf(bytes);
   if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
   const size_t count = c.candidates.size();
-  const size_t which = static_cast<size_t>(c.trials_done / kCallsPerVisit) % count;
+  const size_t which = VisitedCandidate(c);
   // A visit's first call pays what the previous candidate left behind.
   if (c.trials_done % kCallsPerVisit == kCallsPerVisit - 1) {
     c.seconds[which].push_back(agreed_seconds);

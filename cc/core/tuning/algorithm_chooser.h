@@ -131,6 +131,8 @@ class AlgorithmChooser {
   };
   // The class's state, seeded with the model's candidates on first use.
   Class& ClassOf(size_t bytes) const;
+  // The index of the candidate whose visit the class's trials are in.
+  static size_t VisitedCandidate(const Class& c);
   AllreduceAlgorithm PickLocked(const Class& c) const;
   bool WantsLocked(const Class& c) const;
 
