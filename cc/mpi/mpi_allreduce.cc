@@ -4,7 +4,6 @@
 #include <climits>
 
 #include "cc/mpi/mpi_error.h"
-#include "cc/mpi/mpi_wait.h"
 
 namespace tfdist {
 
@@ -34,8 +33,13 @@ MPI_Op ToMpiOp(ReduceOp op) {
 
 }  // namespace
 
-Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
-                          DataType dtype, ReduceOp op, bool oversubscribed) {
+bool MpiCanReduce(DataType dtype) {
+  MPI_Datatype unused;
+  return ToMpiType(dtype, &unused);
+}
+
+Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count, DataType dtype,
+                          ReduceOp op) {
   MPI_Datatype mpi_type;
   if (!ToMpiType(dtype, &mpi_type)) {
     return Status::InvalidArgument(std::string("MPI allreduce cannot reduce ") +
@@ -46,14 +50,11 @@ Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count,
   size_t done = 0;
   do {
     const size_t piece = std::min(count - done, static_cast<size_t>(INT_MAX));
-    MPI_Request request;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, base + done * element,
-                            static_cast<int>(piece), mpi_type, ToMpiOp(op),
-                            comm, &request);
-    constexpr const char* kDuring = "the \"mpi\" allreduce algorithm";
-    if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Iallreduce", kDuring, comm);
-    TFDIST_RETURN_IF_ERROR(
-        WaitAllPolitely(comm, 1, &request, kDuring, WaitKind::kTransfer, oversubscribed));
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, base + done * element, static_cast<int>(piece),
+                                 mpi_type, ToMpiOp(op), comm);
+    if (rc != MPI_SUCCESS) {
+      return MpiError(rc, "MPI_Allreduce", "the \"mpi\" allreduce algorithm", comm);
+    }
     done += piece;
   } while (done < count);
   return Status::OK();

@@ -140,9 +140,9 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                                                 CalibrationSettings(config), &network_cost));
   }
   const MPI_Comm data_comm = mpi->transport->comm();
-  links.reference_allreduce = [data_comm, oversubscribed](void* buffer, size_t count,
-                                                          DataType dtype, ReduceOp op) {
-    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op, oversubscribed);
+  links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
+                                          ReduceOp op) {
+    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
   };
   // Evicted (stall eviction): the process ends, by SIGKILL. Open MPI's
   // launcher takes a non-zero exit status for the job's failure and ends
