@@ -4,8 +4,10 @@
 
 With ``--auto-vs-forced`` it measures instead what a user gets: ``tfdist.allreduce``
 (eager, float32 Sum, named so the response cache answers) with the default "auto"
-against the same call with every algorithm forced (``algorithm=``), and against
-MPI_Allreduce, in rounds that interleave the methods (a different order each
+against the same call with every algorithm forced (``algorithm=``; the column
+``forced_mpi`` is ``algorithm="mpi"``, MPI_Allreduce run by the runtime, left out
+over emulated links, which it bypasses), and against MPI_Allreduce called
+directly through mpi4py, in rounds that interleave the methods (a different order each
 round, the same on every rank), 4 B to 64 MiB. Each cell is the median over
 rounds of the slowest rank's mean per call; auto's calls of a size are warmed
 up until its choice is made (TFDIST_AUTO_TRIALS) before they are timed. Each
@@ -134,13 +136,20 @@ def measure(comm, sizes: List[int]) -> List[Dict]:
 
 FORCED_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 AUTO_VS_FORCED_MAX_BYTES = 64 << 20
+#: The method that forces algorithm="mpi" (MPI_Allreduce run by the runtime); the
+#: method "mpi" is mpi4py's MPI_Allreduce called directly, the reference column.
+FORCED_MPI = "forced_mpi"
 
 
 def _forced_algorithms(comm) -> List[str]:
-    """The algorithms a user can force on this job: hierarchical only across hosts."""
+    """The algorithms a user can force on this job: hierarchical only across hosts;
+    "mpi" (as FORCED_MPI) except over emulated links, which it would bypass."""
+    import tfdist
     forced = list(FORCED_ALGORITHMS)
     if comm.bcast(_host_count() if comm.rank == 0 else None) > 1:
         forced.append("hierarchical")
+    if not tfdist.RuntimeSettings.from_environment().emulated_bandwidth:
+        forced.append(FORCED_MPI)
     return forced
 
 
@@ -156,7 +165,7 @@ REPEAT = "#2"
 
 def _warm_auto_past_its_trials(comm, run: Callable[[str, int], float]) -> None:
     """Runs auto until a block of calls ran one algorithm only. Its trials go round its
-    candidates (at most five) one call each, so a block of eight that ran one
+    candidates (at most six) two calls each, so a block of eight that ran one
     algorithm means the size's choice is made, whatever TFDIST_AUTO_TRIALS says.
     Rank 0's count decides for every rank, so that all make the same calls."""
     import tfdist
@@ -190,7 +199,9 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                 def call() -> None:
                     comm.Allreduce(send, receive, op=MPI.SUM)
             else:
-                algorithm = None if method == "auto" else method.split(REPEAT)[0]
+                forced_name = method.split(REPEAT)[0]
+                algorithm = (None if method == "auto" else
+                             "mpi" if forced_name == FORCED_MPI else forced_name)
                 name = f"bench.avf.{method}.{nbytes}"
 
                 def call() -> None:

@@ -62,7 +62,8 @@ SETTINGS: Tuple[Setting, ...] = (
             cpp_key="algorithm", cpp_member="default_algorithm"),
     Setting("auto_trials", "int", 5,
             "Timed calls of each of its candidates (the algorithms the cost model "
-            "predicts within 3x of its pick) that `auto` makes per size class (bytes "
+            "predicts within 3x of its pick, then `mpi`, MPI_Allreduce, except over "
+            "emulated links) that `auto` makes per size class (bytes "
             "rounded down to a power of two) before it keeps the fastest for the job "
             "(by each one's call a fifth of the way up from its fastest; at two ranks "
             "never the tree). Each timed call follows an untimed one of the same "

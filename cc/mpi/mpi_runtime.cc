@@ -140,10 +140,12 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                                                 CalibrationSettings(config), &network_cost));
   }
   const MPI_Comm data_comm = mpi->transport->comm();
-  links.reference_allreduce = [data_comm](void* buffer, size_t count, DataType dtype,
-                                          ReduceOp op) {
+  links.reference_allreduce.reduce = [data_comm](void* buffer, size_t count, DataType dtype,
+                                                 ReduceOp op) {
     return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
   };
+  links.reference_allreduce.reduces = MpiCanReduce;
+  links.reference_allreduce.auto_may_pick = config.emulated_bandwidth <= 0;
   // Evicted (stall eviction): the process ends, by SIGKILL. Open MPI's
   // launcher takes a non-zero exit status for the job's failure and ends
   // every process, fault tolerance or not, whereas a process killed by a

@@ -264,6 +264,49 @@ TFDIST_TEST(AlgorithmChooserChargesACallWhatItLeavesToTheNext) {
   CHECK(std::abs(typical[2].second - 190e-6) < 1e-9);
 }
 
+TFDIST_TEST(AlgorithmChooserFallsBackWhereItsPickCannotRun) {
+  // The executor offers MPI_Allreduce last; a call in a type MPI does not
+  // reduce asks for anything else (PickOtherThan). Here MPI is the fastest
+  // and the butterfly the fastest of the rest.
+  constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
+  constexpr AllreduceAlgorithm kMpi = AllreduceAlgorithm::kMpi;
+  AlgorithmChooser chooser(
+      [](size_t) { return AlgorithmChooser::Candidates{kRing, kButterfly, kMpi}; }, 2);
+  const size_t bytes = 4 << 20;
+  auto seconds = [](AllreduceAlgorithm a) {
+    return a == kMpi ? 400e-6 : a == kButterfly ? 450e-6 : 500e-6;
+  };
+  int other_calls = 0;
+  while (chooser.Wants(bytes)) {
+    const AllreduceAlgorithm a = chooser.Pick(bytes);
+    if (a == kMpi && other_calls < 3) {
+      // During MPI's visit a call that cannot run it runs the model's pick,
+      // is no trial, and leaves the visit where it was.
+      CHECK(chooser.PickOtherThan(bytes, kMpi) == kRing);
+      chooser.Report(bytes, kRing, 1e-9);
+      ++other_calls;
+      CHECK(chooser.Pick(bytes) == kMpi);
+      continue;
+    }
+    CHECK(chooser.PickOtherThan(bytes, kMpi) == (a == kMpi ? kRing : a));
+    chooser.Report(bytes, a, seconds(a));
+  }
+  CHECK(other_calls == 3);
+  CHECK(chooser.Pick(bytes) == kMpi);
+  CHECK(chooser.PickOtherThan(bytes, kMpi) == kButterfly);
+  CHECK(chooser.PickOtherThan(bytes, kRing) == kMpi);
+
+  // The fallback keeps the model's pick in a near tie, as the choice does.
+  AlgorithmChooser near_tie(
+      [](size_t) { return AlgorithmChooser::Candidates{kRing, kButterfly, kMpi}; }, 2);
+  while (near_tie.Wants(bytes)) {
+    const AllreduceAlgorithm a = near_tie.Pick(bytes);
+    near_tie.Report(bytes, a, a == kMpi ? 300e-6 : a == kButterfly ? 495e-6 : 500e-6);
+  }
+  CHECK(near_tie.Pick(bytes) == kMpi);
+  CHECK(near_tie.PickOtherThan(bytes, kMpi) == kRing);
+}
+
 TFDIST_TEST(PlausibleCutsAtThreeTimesThePick) {
   using Ranked = std::vector<tfdist::RankedAlgorithm>;
   const AllreduceAlgorithm bfly = AllreduceAlgorithm::kButterfly;

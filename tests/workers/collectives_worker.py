@@ -350,19 +350,21 @@ def _algorithm_of_next_call(call):
 
 def check_auto_trials(rank, size):
     """auto's first calls of a size class go round the cost model's plausible
-    algorithms, its pick first, two calls each time (the second is timed),
-    TFDIST_AUTO_TRIALS rounds, then keep one of them for good; every rank runs the
-    same algorithm on every call, and every result is right."""
+    algorithms, its pick first, and MPI_Allreduce last (not over emulated links),
+    two calls each time (the second is timed), TFDIST_AUTO_TRIALS rounds, then keep
+    one of them for good; every rank runs the same algorithm on every call, and
+    every result is right."""
     if size == 1:
         return
     from mpi4py import MPI
     n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
     x = tf.fill([n], float(rank + 1))
     model_pick = tfdist.algorithm_for(n * 4)
-    rounds = tfdist.RuntimeSettings.from_environment().auto_trials
+    settings = tfdist.RuntimeSettings.from_environment()
+    rounds = settings.auto_trials
     assert rounds >= 2, rounds
     ran = []
-    for i in range(2 * 5 * rounds + 4):  # at most 5 candidates, then 4 decided calls
+    for i in range(2 * 6 * rounds + 4):  # at most 6 candidates, then 4 decided calls
         algorithm, y = _algorithm_of_next_call(
             lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
         assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
@@ -370,9 +372,14 @@ def check_auto_trials(rank, size):
     assert ran[0] == model_pick, (ran, model_pick)
     visits = ran[::2]
     candidates = visits[:visits.index(ran[0], 1)]  # one round of the trials
-    assert len(set(candidates)) == len(candidates) <= 5, ran
+    assert len(set(candidates)) == len(candidates) <= 6, ran
     # At two ranks the tree is the butterfly's exchange in two messages: never timed.
     assert size != 2 or "tree" not in candidates, ran
+    # MPI_Allreduce, a choice a user can force, is timed last, except over emulated
+    # links, which it would bypass.
+    emulated = (settings.emulated_bandwidth or 0) > 0
+    assert ("mpi" in candidates) != emulated, (ran, emulated)
+    assert emulated or candidates[-1] == "mpi", ran
     trials = 2 * rounds * len(candidates)
     assert ran[:trials] == [c for c in candidates for _ in range(2)] * rounds, ran
     kept = ran[trials]

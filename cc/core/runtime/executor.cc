@@ -42,15 +42,17 @@ AllreduceAlgorithm CollectiveExecutor::OverrideFor(size_t bytes) const {
   return AlgorithmOverrides::FromPacked(overrides_.load(std::memory_order_relaxed)).For(bytes);
 }
 
-AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested,
-                                               size_t bytes) const {
+AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested, size_t bytes,
+                                               DataType reduced_in) const {
   AllreduceAlgorithm algorithm =
       requested == AllreduceAlgorithm::kAuto ? default_algorithm_ : requested;
   // The autotuner's per-size override first (the same on every rank from the
   // same round), then the chooser's pick.
   if (algorithm == AllreduceAlgorithm::kAuto) algorithm = OverrideFor(bytes);
-  if (algorithm == AllreduceAlgorithm::kAuto) algorithm = chooser_.Pick(bytes);
-  return algorithm;
+  if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
+  const bool mpi_reduces = reference_allreduce_.reduces && reference_allreduce_.reduces(reduced_in);
+  return mpi_reduces ? chooser_.Pick(bytes)
+                     : chooser_.PickOtherThan(bytes, AllreduceAlgorithm::kMpi);
 }
 
 Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
@@ -60,7 +62,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     if (input != output || result_scale != 1.0) {
       return Status::Internal("tfdist: the 'mpi' algorithm runs in place and unscaled only");
     }
-    if (!reference_allreduce_) {
+    if (!reference_allreduce_.reduce) {
       return Status::FailedPrecondition(
           "the 'mpi' allreduce algorithm needs MPI underneath, and this runtime has none");
     }
@@ -68,7 +70,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     // ring would send, 2(P-1)/P of the buffer, as an estimate.
     const uint64_t p = static_cast<uint64_t>(transport_.size());
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
-    return reference_allreduce_(output, count, dtype, op);
+    return reference_allreduce_.reduce(output, count, dtype, op);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
@@ -201,7 +203,8 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& requests) {
     bytes += AccumulationBytes(r->description);
     has_large = has_large || ReducedWhereItLies(*r);
   }
-  const AllreduceGroup group{requests, d, bytes, has_large, Resolve(d.algorithm, bytes)};
+  const AllreduceGroup group{requests, d, bytes, has_large,
+                             Resolve(d.algorithm, bytes, WireType(d))};
   const bool is_auto = d.algorithm == AllreduceAlgorithm::kAuto &&
                        default_algorithm_ == AllreduceAlgorithm::kAuto;
   for (const std::unique_ptr<AllreducePlan>& plan : allreduce_plans_) {
@@ -219,7 +222,8 @@ Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& gr
   const bool trial = is_auto && dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
                      dynamic_cast<const LargeApartPlan*>(&plan) == nullptr &&
                      OverrideFor(group.bytes) == AllreduceAlgorithm::kAuto &&
-                     chooser_.Wants(group.bytes);
+                     chooser_.Wants(group.bytes) &&
+                     group.algorithm == chooser_.Pick(group.bytes);
   if (!trial) return plan.Run(group);
   const auto start = std::chrono::steady_clock::now();
   TFDIST_RETURN_IF_ERROR(plan.Run(group));
@@ -380,7 +384,7 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   size_t total = 0;
   for (const Request* r : group) total += static_cast<size_t>(r->description.num_elements());
   const size_t bytes = total * element;
-  const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes);
+  const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes, accumulation);
   const std::string& label = group[0]->name;
 
   // One tensor reduced in its own type runs in its output buffer; anything

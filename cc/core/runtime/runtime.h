@@ -102,8 +102,9 @@ class Runtime {
   // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
   const HostLayout& hosts() const { return hosts_; }
   const RuntimeConfig& config() const { return config_; }
+  // As for float32 (tfdist.algorithm_for: 16-bit floats are reduced in it).
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
-    return executor_.Resolve(requested, bytes);
+    return executor_.Resolve(requested, bytes, DataType::kFloat32);
   }
 
  private:

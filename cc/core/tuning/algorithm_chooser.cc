@@ -58,6 +58,7 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
     if (trials_ == 0 || c.candidates.size() == 1) {
       c.decided = true;
       c.chosen = c.candidates.front();
+      c.fallback = c.chosen;
     }
   }
   return c;
@@ -77,6 +78,19 @@ bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
 AllreduceAlgorithm AlgorithmChooser::Pick(size_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return PickLocked(ClassOf(bytes));
+}
+
+AllreduceAlgorithm AlgorithmChooser::PickOtherThan(size_t bytes,
+                                                  AllreduceAlgorithm unavailable) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Class& c = ClassOf(bytes);
+  const AllreduceAlgorithm pick = PickLocked(c);
+  if (pick != unavailable) return pick;
+  if (c.decided) return c.fallback;
+  for (AllreduceAlgorithm candidate : c.candidates) {
+    if (candidate != unavailable) return candidate;
+  }
+  return AllreduceAlgorithm::kButterfly;  // not reached: ClassOf's own default
 }
 
 bool AlgorithmChooser::Wants(size_t bytes) const {
@@ -117,14 +131,28 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
     return;
   }
   c.decided = true;
-  std::vector<double> typical(count);
-  for (size_t i = 0; i < count; ++i) typical[i] = TypicalSeconds(c.seconds[i]);
-  size_t fastest = 0;
-  for (size_t i = 1; i < count; ++i) {
-    if (typical[i] < typical[fastest]) fastest = i;
+  const size_t chosen = Fastest(c, count);
+  c.chosen = c.candidates[chosen];
+  c.fallback = count > 1 ? c.candidates[Fastest(c, chosen)] : c.chosen;
+}
+
+size_t AlgorithmChooser::Fastest(const Class& c, size_t skip) {
+  // The model's pick, or the fastest typical call if it beats the pick's by
+  // more than kMargin; candidates[skip] takes no part.
+  const size_t pick = skip == 0 ? 1 : 0;
+  size_t fastest = pick;
+  double fastest_seconds = TypicalSeconds(c.seconds[pick]);
+  for (size_t i = 0; i < c.candidates.size(); ++i) {
+    if (i == skip) continue;
+    const double seconds = TypicalSeconds(c.seconds[i]);
+    if (seconds < fastest_seconds) {
+      fastest = i;
+      fastest_seconds = seconds;
+    }
   }
-  const bool beats_the_pick = typical[fastest] < (1.0 - kMargin) * typical[0];
-  c.chosen = c.candidates[beats_the_pick ? fastest : 0];
+  const bool beats_the_pick =
+      fastest_seconds < (1.0 - kMargin) * TypicalSeconds(c.seconds[pick]);
+  return beats_the_pick ? fastest : pick;
 }
 
 }  // namespace tfdist

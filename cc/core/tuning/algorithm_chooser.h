@@ -77,6 +77,12 @@ class AlgorithmChooser {
 
   // The algorithm to run an "auto" allreduce of `bytes` with now.
   AllreduceAlgorithm Pick(size_t bytes) const;
+  // The same for a call that cannot run `unavailable` (the "mpi" candidate
+  // for a type MPI does not reduce): Pick(bytes) where that is another
+  // algorithm; else, once decided, the fastest of the other candidates by
+  // the same rule as the choice, and during the trials the model's pick. A
+  // call given this fallback is not a trial (Wants is about Pick).
+  AllreduceAlgorithm PickOtherThan(size_t bytes, AllreduceAlgorithm unavailable) const;
   // Whether a call of `bytes` run with Pick(bytes) is a trial: the caller
   // times it, agrees the time across ranks and Report()s it.
   bool Wants(size_t bytes) const;
@@ -128,7 +134,11 @@ class AlgorithmChooser {
     std::vector<std::vector<double>> seconds;  // per candidate, its calls
     bool decided = false;
     AllreduceAlgorithm chosen{};
+    AllreduceAlgorithm fallback{};  // the choice among the others (PickOtherThan)
   };
+  // The candidate the finished trials keep, leaving out candidates[skip]
+  // (none: skip >= candidates.size()).
+  static size_t Fastest(const Class& c, size_t skip);
   // The class's state, seeded with the model's candidates on first use.
   Class& ClassOf(size_t bytes) const;
   // The index of the candidate whose visit the class's trials are in.
