@@ -42,8 +42,7 @@ __attribute__((visibility("default"))) int tfdist_engine_allreduce_seconds(
   for (int i = 0; i < iterations && status.ok(); ++i) {
     status = chosen == tfdist::AllreduceAlgorithm::kMpi
                  ? tfdist::MpiNativeAllreduce(transport->comm(), buffer, count, type,
-                                              tfdist::ReduceOp::kSum,
-                                              transport->cores_oversubscribed())
+                                              tfdist::ReduceOp::kSum)
                  : tfdist::RunAllreduce(chosen, *transport, buffer, count, type,
                                         tfdist::ReduceOp::kSum);
   }

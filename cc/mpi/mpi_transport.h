@@ -27,7 +27,6 @@ class MpiTransport : public Transport {
   MPI_Comm comm() const { return comm_.get(); }
   // Whether this transport's ranks outnumber the node's cores (mpi_wait.h).
   void set_cores_oversubscribed(bool oversubscribed) { oversubscribed_ = oversubscribed; }
-  bool cores_oversubscribed() const { return oversubscribed_; }
 
   std::unique_ptr<PendingOp> StartSend(int peer, const void* data,
                                        size_t bytes, int tag) override;
