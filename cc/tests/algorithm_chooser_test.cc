@@ -305,6 +305,11 @@ TFDIST_TEST(AlgorithmChooserFallsBackWhereItsPickCannotRun) {
   }
   CHECK(near_tie.Pick(bytes) == kMpi);
   CHECK(near_tie.PickOtherThan(bytes, kMpi) == kRing);
+
+  // MPI alone (decided at once): a call that cannot run it still runs.
+  AlgorithmChooser mpi_alone([](size_t) { return AlgorithmChooser::Candidates{kMpi}; }, 2);
+  CHECK(mpi_alone.Decided(bytes));
+  CHECK(mpi_alone.PickOtherThan(bytes, kMpi) == kButterfly);
 }
 
 TFDIST_TEST(PlausibleCutsAtThreeTimesThePick) {

@@ -393,6 +393,33 @@ def check_auto_trials(rank, size):
     assert algorithm == "tree" and tfdist.algorithm_for(n * 4) == kept
 
 
+def check_auto_falls_back_where_mpi_cannot_reduce(rank, size):
+    """While auto's trials visit MPI_Allreduce, a call that MPI cannot reduce (float16 on
+    the wire) runs the model's pick instead, with the right result, and is no trial: the
+    next call of the size class still runs MPI's visit."""
+    if size == 1 or (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0:
+        return  # no MPI among the candidates (check_auto_trials)
+    n = 2_100_001  # 8.4 MB: a size class (2^23 bytes) no other check reduces with auto
+    x = tf.fill([n], float(rank + 1))
+    model_pick = tfdist.algorithm_for(n * 4)
+    for _ in range(2 * 5):  # at most five candidates before MPI's visit, two calls each
+        if tfdist.algorithm_for(n * 4) == "mpi":
+            break
+        tfdist.allreduce(x, op=tfdist.Sum, name="auto.fallback.float32")
+    assert tfdist.algorithm_for(n * 4) == "mpi", tfdist.algorithm_for(n * 4)
+    # Twice the elements in float16 on the wire: the same bytes, the same size class.
+    halves = tf.fill([2 * n], float(rank + 1))
+    algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
+        halves, op=tfdist.Sum, compression=tfdist.Compression.fp16, name="auto.fallback.fp16"))
+    assert algorithm == model_pick, (algorithm, model_pick)
+    np.testing.assert_array_equal(y.numpy(), np.full(2 * n, size * (size + 1) / 2, np.float32))
+    assert tfdist.algorithm_for(n * 4) == "mpi", tfdist.algorithm_for(n * 4)
+    algorithm, y = _algorithm_of_next_call(
+        lambda: tfdist.allreduce(x, op=tfdist.Sum, name="auto.fallback.float32"))
+    assert algorithm == "mpi", algorithm
+    np.testing.assert_array_equal(y.numpy(), np.full(n, size * (size + 1) / 2, np.float32))
+
+
 def check_every_algorithm_counted(rank, size):
     """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
@@ -414,6 +441,7 @@ CHECKS.check("gradients")(check_gradients)
 CHECKS.check("tf_function")(check_tf_function)
 CHECKS.check("eager_fast_path")(check_eager_fast_path)
 CHECKS.check("auto_trials")(check_auto_trials)
+CHECKS.check("auto_mpi_fallback")(check_auto_falls_back_where_mpi_cannot_reduce)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
 CHECKS.setup(lambda rank, size: tfdist.shutdown())
 

@@ -64,7 +64,10 @@ class CollectiveExecutor {
             [this](size_t bytes) {
               AlgorithmChooser::Candidates candidates =
                   AlgorithmChooser::Plausible(RankAllreduce(hosts_, bytes, network_));
-              if (reference_allreduce_.reduce && reference_allreduce_.auto_may_pick) {
+              // Where the model offers nothing to compare (one rank), it
+              // would be the only candidate.
+              if (reference_allreduce_.reduce && reference_allreduce_.auto_may_pick &&
+                  !candidates.empty()) {
                 candidates.push_back(AllreduceAlgorithm::kMpi);
               }
               return candidates;

@@ -86,11 +86,13 @@ AllreduceAlgorithm AlgorithmChooser::PickOtherThan(size_t bytes,
   const Class& c = ClassOf(bytes);
   const AllreduceAlgorithm pick = PickLocked(c);
   if (pick != unavailable) return pick;
-  if (c.decided) return c.fallback;
+  if (c.decided && c.fallback != unavailable) return c.fallback;
   for (AllreduceAlgorithm candidate : c.candidates) {
     if (candidate != unavailable) return candidate;
   }
-  return AllreduceAlgorithm::kButterfly;  // not reached: ClassOf's own default
+  // `unavailable` was the only candidate: any transport algorithm runs at
+  // every size, and the butterfly is ClassOf's default too.
+  return AllreduceAlgorithm::kButterfly;
 }
 
 bool AlgorithmChooser::Wants(size_t bytes) const {
