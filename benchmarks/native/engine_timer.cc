@@ -41,7 +41,7 @@ __attribute__((visibility("default"))) int tfdist_engine_allreduce_seconds(
   const double start = MPI_Wtime();
   for (int i = 0; i < iterations && status.ok(); ++i) {
     status = chosen == tfdist::AllreduceAlgorithm::kMpi
-                 ? tfdist::MpiNativeAllreduce(transport->comm(), buffer, count, type,
+                 ? tfdist::MpiNativeAllreduce(transport->comm(), buffer, buffer, count, type,
                                               tfdist::ReduceOp::kSum)
                  : tfdist::RunAllreduce(chosen, *transport, buffer, count, type,
                                         tfdist::ReduceOp::kSum);

@@ -38,20 +38,23 @@ bool MpiCanReduce(DataType dtype) {
   return ToMpiType(dtype, &unused);
 }
 
-Status MpiNativeAllreduce(MPI_Comm comm, void* buffer, size_t count, DataType dtype,
-                          ReduceOp op) {
+Status MpiNativeAllreduce(MPI_Comm comm, const void* input, void* output, size_t count,
+                          DataType dtype, ReduceOp op) {
   MPI_Datatype mpi_type;
   if (!ToMpiType(dtype, &mpi_type)) {
     return Status::InvalidArgument(std::string("MPI allreduce cannot reduce ") +
                                    DataTypeName(dtype));
   }
-  char* base = static_cast<char*>(buffer);
+  const char* from = static_cast<const char*>(input);
+  char* into = static_cast<char*>(output);
+  const bool in_place = input == output;
   const size_t element = DataTypeSize(dtype);
   size_t done = 0;
   do {
     const size_t piece = std::min(count - done, static_cast<size_t>(INT_MAX));
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, base + done * element, static_cast<int>(piece),
-                                 mpi_type, ToMpiOp(op), comm);
+    const size_t offset = done * element;
+    const int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : from + offset, into + offset,
+                                 static_cast<int>(piece), mpi_type, ToMpiOp(op), comm);
     if (rc != MPI_SUCCESS) {
       return MpiError(rc, "MPI_Allreduce", "the \"mpi\" allreduce algorithm", comm);
     }

@@ -140,9 +140,9 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                                                 CalibrationSettings(config), &network_cost));
   }
   const MPI_Comm data_comm = mpi->transport->comm();
-  links.reference_allreduce.reduce = [data_comm](void* buffer, size_t count, DataType dtype,
-                                                 ReduceOp op) {
-    return MpiNativeAllreduce(data_comm, buffer, count, dtype, op);
+  links.reference_allreduce.reduce = [data_comm](const void* input, void* output, size_t count,
+                                                 DataType dtype, ReduceOp op) {
+    return MpiNativeAllreduce(data_comm, input, output, count, dtype, op);
   };
   links.reference_allreduce.reduces = MpiCanReduce;
   links.reference_allreduce.auto_may_pick = config.emulated_bandwidth <= 0;

@@ -607,11 +607,10 @@ def check_timeline(rank, size, path):
     for phase in ("NEGOTIATE", "WAIT_FOR_OTHER_RANKS", "ALLREDUCE"):
         assert phase in steady, (phase, sorted(steady))
     assert all(e["args"]["algorithm"] in ALGORITHMS for e in steady["ALLREDUCE"])
-    # Every transport algorithm reads a lone tensor's input where it lies and
-    # writes the result into the output: no copy of the input comes first.
-    # Only "mpi" (MPI_Allreduce in place) copies it.
-    if all(e["args"]["algorithm"] != "mpi" for e in steady["ALLREDUCE"]):
-        assert "COPY_INPUT" not in steady, sorted(steady)
+    # Every algorithm ("mpi" too: MPI_Allreduce gets both buffers) reads a lone
+    # tensor's input where it lies and writes the result into the output: no
+    # copy of the input comes first.
+    assert "COPY_INPUT" not in steady, sorted(steady)
     assert all(e["args"]["bytes"] == 64 for e in steady["ALLREDUCE"])
     # The fused group shows up under its first tensor with the copies in and out.
     fused = phases["fusion.None.0"]

@@ -59,8 +59,8 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
                                   DataType dtype, ReduceOp op, AllreduceAlgorithm algorithm,
                                   double result_scale) {
   if (algorithm == AllreduceAlgorithm::kMpi) {
-    if (input != output || result_scale != 1.0) {
-      return Status::Internal("tfdist: the 'mpi' algorithm runs in place and unscaled only");
+    if (result_scale != 1.0) {
+      return Status::Internal("tfdist: the 'mpi' algorithm runs unscaled only");
     }
     if (!reference_allreduce_.reduce) {
       return Status::FailedPrecondition(
@@ -70,7 +70,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     // ring would send, 2(P-1)/P of the buffer, as an estimate.
     const uint64_t p = static_cast<uint64_t>(transport_.size());
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
-    return reference_allreduce_.reduce(output, count, dtype, op);
+    return reference_allreduce_.reduce(input, output, count, dtype, op);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
@@ -400,13 +400,13 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   } else if (in_place && group[0]->input != buffer) {
     AdviseHugePages(buffer, bytes);
   }
-  // Every transport algorithm reads the input where it lies and writes the
-  // result into the output (allreduce.h: its first step writes input (op)
-  // received), so a plain copy of the input into TensorFlow's fresh output
-  // is not paid as a pass of its own. Only a prescale (the copy applies it)
-  // and the "mpi" algorithm (MPI_Allreduce in place) still copy.
-  const bool from_input = in_place && !stand_in && algorithm != AllreduceAlgorithm::kMpi &&
-                          group[0]->input != buffer && PackScale(d) == 1.0;
+  // Every algorithm reads the input where it lies and writes the result into
+  // the output (allreduce.h: a transport algorithm's first step writes input
+  // (op) received; "mpi" hands MPI_Allreduce both buffers), so a plain copy
+  // of the input into TensorFlow's fresh output is not paid as a pass of its
+  // own. Only a prescale (the copy applies it) still copies.
+  const bool from_input = in_place && !stand_in && group[0]->input != buffer &&
+                          PackScale(d) == 1.0;
   // A lone tensor's postscale is applied by the algorithm as it completes
   // each piece of the result (on every rank, a stand-in included, so that
   // all hold the same bits), not in a pass of its own; "mpi" scales after.

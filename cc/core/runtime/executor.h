@@ -26,12 +26,14 @@
 
 namespace tfdist {
 
-// The "mpi" algorithm: MPI_Allreduce itself, in place, as the reference the
-// others are measured against (mpi_allreduce.h). `reduce` is empty where the
-// runtime has no MPI underneath (the unit tests): the algorithm then fails
-// the request.
+// The "mpi" algorithm: MPI_Allreduce itself, as the reference the others are
+// measured against (mpi_allreduce.h), from `input` into `output` (in place
+// where they are equal). `reduce` is empty where the runtime has no MPI
+// underneath (the unit tests): the algorithm then fails the request.
 struct ReferenceAllreduce {
-  std::function<Status(void* buffer, size_t count, DataType dtype, ReduceOp op)> reduce;
+  std::function<Status(const void* input, void* output, size_t count, DataType dtype,
+                       ReduceOp op)>
+      reduce;
   // The types `reduce` takes (not float16 or bfloat16).
   std::function<bool(DataType)> reduces;
   // Whether "auto" times it beside the transport algorithms. A user can
@@ -149,9 +151,9 @@ class CollectiveExecutor {
   Status RunPlan(AllreducePlan& plan, const AllreduceGroup& group, bool is_auto);
   // Allreduces `count` elements of `input` into `output` with `algorithm`
   // (not auto). `input == output` is in place; out of place, every
-  // transport algorithm reads the input where it lies (allreduce.h) and the
-  // "mpi" one needs them equal. The transport algorithms multiply the result
-  // by `result_scale` as they complete it; "mpi" takes no scale.
+  // algorithm reads the input where it lies (allreduce.h; MPI_Allreduce's
+  // send buffer for "mpi"). The transport algorithms multiply the result by
+  // `result_scale` as they complete it; "mpi" takes no scale.
   Status Reduce(const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
                 AllreduceAlgorithm algorithm, double result_scale);
   // `count` elements of the request's input, scaled (PackScale), in the
