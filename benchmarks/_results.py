@@ -38,7 +38,9 @@ SOURCE_TREE = Path(__file__).resolve().parent.parent
 PLOT_INSTALL_HINT = ("--plot needs matplotlib, which tfdist does not require: "
                      "pip install matplotlib (or, in tfdist's source tree, pip install '.[plot]')")
 # Settings that change what a benchmark measures; they go into the recorded command.
-_RECORDED_ENVIRONMENT_PREFIXES = ("TFDIST_", "OMPI_MCA_", "GLIBC_TUNABLES")
+# glibc's MALLOC_* variables (MALLOC_TRIM_THRESHOLD_, ...) moved allocation-heavy
+# figures by up to 2x on the 2-core VM (MPI_Allreduce of 64 MiB at np 2).
+_RECORDED_ENVIRONMENT_PREFIXES = ("TFDIST_", "OMPI_MCA_", "GLIBC_TUNABLES", "MALLOC_")
 # What tfdistrun sets for its ranks; it also sets GLIBC_TUNABLES (huge pages) by default.
 _LAUNCHER_ENVIRONMENT = ("TFDIST_RESTART", "TFDIST_PREEMPT_FILE")
 

@@ -74,6 +74,20 @@ def test_results_module_writes_every_metadata_field(tmp_path, capsys):
     assert "| eager allreduce of 4 B (µs) | 20.0 | 10.0 | 0.50 |" in capsys.readouterr().out
 
 
+def test_command_line_records_the_settings_that_change_a_measurement(monkeypatch):
+    for name in [n for n in os.environ if n.startswith(("TFDIST_", "OMPI_", "MALLOC_",
+                                                        "GLIBC_TUNABLES"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setenv("TFDIST_CYCLE_TIME", "2")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "4294967296")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    monkeypatch.setenv("HOME_IS_NOT_RECORDED", "x")
+    assert _results.command_line("allreduce", ["--json", "a b.json"], 2) == (
+        "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 MALLOC_TRIM_THRESHOLD_=4294967296 "
+        "TFDIST_CYCLE_TIME=2 mpirun -np 2 python -m benchmarks.allreduce --json 'a b.json'")
+
+
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
     parser = argparse.ArgumentParser(prog="bench")
