@@ -20,6 +20,9 @@ using tfdist::AllreduceAlgorithm;
 
 constexpr AllreduceAlgorithm kRabe = AllreduceAlgorithm::kRabenseifner;
 constexpr AllreduceAlgorithm kRing = AllreduceAlgorithm::kRing;
+constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
+constexpr AllreduceAlgorithm kTree = AllreduceAlgorithm::kTree;
+constexpr AllreduceAlgorithm kMpi = AllreduceAlgorithm::kMpi;
 
 // The model of issue 25 at P = 2: Rabenseifner first, the ring second.
 AlgorithmChooser::Candidates RabenseifnerThenRing(size_t) { return {kRabe, kRing}; }
@@ -214,8 +217,6 @@ TFDIST_TEST(AlgorithmChooserSizeClassesArePowersOfTwo) {
 TFDIST_TEST(AlgorithmChooserFindsAFasterAlgorithmBeyondTheRunnerUp) {
   // Issue 25 at P = 3: the model ranks tree, butterfly, Rabenseifner, ring;
   // the ring, last, is the fastest through the runtime.
-  constexpr AllreduceAlgorithm kTree = AllreduceAlgorithm::kTree;
-  constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
   AlgorithmChooser chooser(
       [](size_t) { return AlgorithmChooser::Candidates{kTree, kButterfly, kRabe, kRing}; }, 2);
   const size_t bytes = 64 << 20;
@@ -241,7 +242,6 @@ TFDIST_TEST(AlgorithmChooserChargesACallWhatItLeavesToTheNext) {
   // to whatever call comes next, a butterfly call nothing. Back to back the
   // butterfly costs 190 us a call and the others about 390. Each call's time
   // here is its own cost plus what the previous call (of any algorithm) left.
-  constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
   AlgorithmChooser chooser(
       [](size_t) { return AlgorithmChooser::Candidates{kRabe, kRing, kButterfly}; }, 5);
   const size_t bytes = 1 << 20;
@@ -268,8 +268,6 @@ TFDIST_TEST(AlgorithmChooserFallsBackWhereItsPickCannotRun) {
   // The executor offers MPI_Allreduce last; a call in a type MPI does not
   // reduce asks for anything else (PickOtherThan). Here MPI is the fastest
   // and the butterfly the fastest of the rest.
-  constexpr AllreduceAlgorithm kButterfly = AllreduceAlgorithm::kButterfly;
-  constexpr AllreduceAlgorithm kMpi = AllreduceAlgorithm::kMpi;
   AlgorithmChooser chooser(
       [](size_t) { return AlgorithmChooser::Candidates{kRing, kButterfly, kMpi}; }, 2);
   const size_t bytes = 4 << 20;
@@ -314,21 +312,20 @@ TFDIST_TEST(AlgorithmChooserFallsBackWhereItsPickCannotRun) {
 
 TFDIST_TEST(PlausibleCutsAtThreeTimesThePick) {
   using Ranked = std::vector<tfdist::RankedAlgorithm>;
-  const AllreduceAlgorithm bfly = AllreduceAlgorithm::kButterfly;
-  const AllreduceAlgorithm tree = AllreduceAlgorithm::kTree;
   // The model's order is kept; a prediction over 3x the pick's is cut.
-  const Ranked ranked = {{bfly, 1.0}, {kRabe, 1.2}, {tree, 2.9}, {kRing, 3.1}};
-  CHECK(AlgorithmChooser::Plausible(ranked) == (AlgorithmChooser::Candidates{bfly, kRabe, tree}));
-  const Ranked tree_first = {{tree, 1.0}, {bfly, 1.5}, {kRing, 4.0}, {kRabe, 5.0}};
-  CHECK(AlgorithmChooser::Plausible(tree_first) == (AlgorithmChooser::Candidates{tree, bfly}));
+  const Ranked ranked = {{kButterfly, 1.0}, {kRabe, 1.2}, {kTree, 2.9}, {kRing, 3.1}};
+  CHECK(AlgorithmChooser::Plausible(ranked) ==
+        (AlgorithmChooser::Candidates{kButterfly, kRabe, kTree}));
+  const Ranked tree_first = {{kTree, 1.0}, {kButterfly, 1.5}, {kRing, 4.0}, {kRabe, 5.0}};
+  CHECK(AlgorithmChooser::Plausible(tree_first) ==
+        (AlgorithmChooser::Candidates{kTree, kButterfly}));
   CHECK(AlgorithmChooser::Plausible({}).empty());
 }
 
 TFDIST_TEST(TheModelNeverOffersTheTreeAtTwoRanks) {
-  const AllreduceAlgorithm tree = AllreduceAlgorithm::kTree;
   auto has_tree = [&](const std::vector<tfdist::RankedAlgorithm>& ranked) {
     return std::any_of(ranked.begin(), ranked.end(),
-                       [&](const tfdist::RankedAlgorithm& r) { return r.algorithm == tree; });
+                       [&](const tfdist::RankedAlgorithm& r) { return r.algorithm == kTree; });
   };
   // A calibration that prices an exchange (and a ring step) far above two
   // hops: the tree's reduce and broadcast would then be predicted the
@@ -344,17 +341,17 @@ TFDIST_TEST(TheModelNeverOffersTheTreeAtTwoRanks) {
       const auto two = tfdist::RankAllreduce(tfdist::HostLayout(2), bytes, network);
       CHECK_EQ_MSG(two.size(), size_t{3}, bytes);
       CHECK_EQ_MSG(has_tree(two), false, bytes);
-      CHECK(tfdist::ChooseAllreduce(tfdist::HostLayout(2), bytes, network) != tree);
+      CHECK(tfdist::ChooseAllreduce(tfdist::HostLayout(2), bytes, network) != kTree);
       // Forced, it is still priced.
       CHECK(std::isfinite(
-          tfdist::PredictAllreduceSeconds(tree, tfdist::HostLayout(2), bytes, network)));
+          tfdist::PredictAllreduceSeconds(kTree, tfdist::HostLayout(2), bytes, network)));
     }
   }
   // The skewed calibration does make the model rank the tree first at three
   // ranks, where it stays on offer: so the guard above is what keeps it out.
   const auto three = tfdist::RankAllreduce(tfdist::HostLayout(3), 1 << 20,
                                            tfdist::UniformNetwork(skewed));
-  CHECK(three.front().algorithm == tree);
+  CHECK(three.front().algorithm == kTree);
 }
 
 TFDIST_TEST(RankAllreduceOrdersEveryAlgorithmByPrediction) {
