@@ -281,6 +281,7 @@ TFDIST_TEST(AlgorithmChooserFallsBackWhereItsPickCannotRun) {
       // During MPI's visit a call that cannot run it runs the model's pick,
       // is no trial, and leaves the visit where it was.
       CHECK(chooser.PickOtherThan(bytes, kMpi) == kRing);
+      CHECK(!chooser.IsTrial(bytes, kRing) && chooser.IsTrial(bytes, kMpi));
       chooser.Report(bytes, kRing, 1e-9);
       ++other_calls;
       CHECK(chooser.Pick(bytes) == kMpi);

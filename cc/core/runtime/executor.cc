@@ -222,8 +222,7 @@ Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& gr
   const bool trial = is_auto && dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
                      dynamic_cast<const LargeApartPlan*>(&plan) == nullptr &&
                      OverrideFor(group.bytes) == AllreduceAlgorithm::kAuto &&
-                     chooser_.Wants(group.bytes) &&
-                     group.algorithm == chooser_.Pick(group.bytes);
+                     chooser_.IsTrial(group.bytes, group.algorithm);
   if (!trial) return plan.Run(group);
   const auto start = std::chrono::steady_clock::now();
   TFDIST_RETURN_IF_ERROR(plan.Run(group));

@@ -75,6 +75,10 @@ AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
 
 bool AlgorithmChooser::WantsLocked(const Class& c) const { return !c.decided; }
 
+bool AlgorithmChooser::IsTrialLocked(const Class& c, AllreduceAlgorithm ran) const {
+  return WantsLocked(c) && ran == PickLocked(c);
+}
+
 AllreduceAlgorithm AlgorithmChooser::Pick(size_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return PickLocked(ClassOf(bytes));
@@ -100,6 +104,11 @@ bool AlgorithmChooser::Wants(size_t bytes) const {
   return WantsLocked(ClassOf(bytes));
 }
 
+bool AlgorithmChooser::IsTrial(size_t bytes, AllreduceAlgorithm ran) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return IsTrialLocked(ClassOf(bytes), ran);
+}
+
 bool AlgorithmChooser::Decided(size_t bytes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return ClassOf(bytes).decided;
@@ -120,7 +129,7 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
                               double agreed_seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   Class& c = ClassOf(bytes);
-  if (!WantsLocked(c) || algorithm != PickLocked(c)) return;
+  if (!IsTrialLocked(c, algorithm)) return;
   const size_t count = c.candidates.size();
   const size_t which = VisitedCandidate(c);
   // A visit's first call pays what the previous candidate left behind.

@@ -86,6 +86,10 @@ class AlgorithmChooser {
   // Whether a call of `bytes` run with Pick(bytes) is a trial: the caller
   // times it, agrees the time across ranks and Report()s it.
   bool Wants(size_t bytes) const;
+  // Whether a call of `bytes` that ran `ran` is a trial: Wants(bytes), and
+  // `ran` is Pick(bytes) (not PickOtherThan's fallback). Report() takes only
+  // such calls.
+  bool IsTrial(size_t bytes, AllreduceAlgorithm ran) const;
   // One trial's seconds, agreed across ranks (every rank passes the same
   // number), for a call of `bytes` that ran `algorithm`. Ignored unless it
   // is the trial the class waits for.
@@ -145,6 +149,7 @@ class AlgorithmChooser {
   static size_t VisitedCandidate(const Class& c);
   AllreduceAlgorithm PickLocked(const Class& c) const;
   bool WantsLocked(const Class& c) const;
+  bool IsTrialLocked(const Class& c, AllreduceAlgorithm ran) const;
 
   Model model_;
   int trials_;
