@@ -207,9 +207,9 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                 def call() -> None:
                     tfdist.allreduce(x, op=tfdist.Sum, name=name, algorithm=algorithm)
             # Untimed: a call pays part of what the previous one left behind
-            # (docs/cost_model.md), and the rounds' orders rotate one list, so
-            # each block follows one of the same two methods every time (auto's:
-            # MPI's or the tree's), which would bias it by what they leave.
+            # (docs/cost_model.md). What a block of MPI's calls leaves can last
+            # longer than one call; round_order shares that out, every method
+            # following every other equally often.
             call()
             comm.Barrier()
             start = time.perf_counter()

@@ -145,7 +145,7 @@ def measure(comm, rounds: int, calls: int) -> List[Dict[str, Any]]:
                 call()
         samples: Dict[str, List[float]] = {p: [] for p in PARTS}
         for r in range(rounds):
-            for part in round_order(PARTS, r, reverse_odd=False):
+            for part in round_order(PARTS, r):
                 samples[part].append(slowest_seconds_per_call(comm, parts[part], calls))
         row: Dict[str, Any] = {"bytes": max(1, nbytes // 4) * 4, "rounds": rounds,
                                "calls": calls, "load_average": os.getloadavg()[0]}

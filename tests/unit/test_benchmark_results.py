@@ -266,3 +266,20 @@ def test_auto_vs_forced_pairs_rounds_where_the_machine_changes_mode():
     lines = [line for line in text.splitlines() if line.startswith("| 1 MiB")]
     assert len(lines) == 2 and "| 0.34 | 1.02 |" in lines[0], lines
     assert "| 0.33 | 1.00 | 0.34 | 1.02 |" in lines[1], lines
+
+
+@pytest.mark.parametrize("n", range(1, 14))
+def test_round_order_puts_every_method_after_every_other_equally_often(n):
+    from benchmarks._interleaved import round_order
+    methods = [f"m{i}" for i in range(n)]
+    cycle = n if n % 2 == 0 else 2 * n
+    follows = {}
+    for r in range(cycle):
+        order = round_order(methods, r)
+        assert sorted(order) == sorted(methods)
+        assert order == round_order(methods, r + cycle)
+        for before, after in zip(order, order[1:]):
+            follows[before, after] = follows.get((before, after), 0) + 1
+    pairs = [(a, b) for a in methods for b in methods if a != b]
+    assert sorted(follows) == sorted(pairs)
+    assert len(set(follows.values())) <= 1, follows
