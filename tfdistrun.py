@@ -19,17 +19,7 @@ Like Horovod's ``horovodrun``, a thin layer over ``mpirun``. What it adds:
   a gradient on 4 KiB pages costs the transfer between processes a kernel
   page-table walk per page; with 2 MiB pages the CNN benchmark's 4.7 MB
   allreduce took 0.68 ms instead of 0.87 ms (docs/training_benchmark.md);
-  ``--no-huge-pages`` leaves it out;
-- malloc thresholds that keep freed memory for the next call
-  (``glibc.malloc.mmap_threshold`` 32 MiB, ``glibc.malloc.trim_threshold``
-  128 MiB): with glibc's adaptive ones, a buffer of a collective that is
-  allocated and freed on every call (MPI's own scratch space, the eager fast
-  path's result) was in some jobs handed back to the kernel on every free and
-  faulted in again, one huge page per call, on every call: at np 2 the eager
-  1 MiB allreduce then took 1.3-1.5x its time in the other jobs
-  (docs/launching.md); ``--no-malloc-thresholds`` leaves them out, and a user's
-  own value for either threshold (tunable or ``MALLOC_*_THRESHOLD_``) keeps
-  both out, since glibc drops its adaptive mmap threshold as soon as either is set;
+  ``--no-huge-pages`` leaves glibc alone;
 - ``--timeout``: the whole job is killed after that many seconds (exit 124),
   so a job that hangs never holds its machines for good;
 - ``--restarts N``: a job that fails (a rank dies or exits non-zero; mpirun
@@ -64,13 +54,6 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 HUGE_PAGE_TUNABLE = "glibc.malloc.hugetlb"
-# Fixed malloc thresholds: allocations up to 32 MiB (glibc's largest mmap
-# threshold on 64-bit) come from the heap, and up to 128 MiB of free memory
-# at a heap's top stays mapped (glibc's adaptive thresholds keep at most 64).
-MALLOC_THRESHOLD_TUNABLES = (("glibc.malloc.mmap_threshold", str(32 << 20)),
-                             ("glibc.malloc.trim_threshold", str(128 << 20)))
-# The same thresholds by their older environment names; glibc reads either.
-MALLOC_THRESHOLD_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 TIMEOUT_EXIT_CODE = 124  # what coreutils' timeout returns
 # Every rank exits with it after saving a preemption checkpoint, and so does
 # tfdistrun (EX_TEMPFAIL); the same value as tfdist.checkpoint.PREEMPTED_EXIT_CODE.
@@ -99,39 +82,16 @@ def find_mpirun() -> str:
     return found
 
 
-def _with_tunables(tunables: Optional[str], wanted: Sequence[Tuple[str, str]]) -> str:
-    """``tunables`` (a ``GLIBC_TUNABLES`` value) with each of ``wanted`` appended."""
-    items = [item for item in (tunables or "").split(":") if item]
-    items += [f"{name}={value}" for name, value in wanted]
-    return ":".join(items)
-
-
-def _tunable_names(tunables: Optional[str]) -> set:
-    return {item.split("=", 1)[0] for item in (tunables or "").split(":") if item}
-
-
 def with_huge_pages(tunables: Optional[str]) -> str:
     """``GLIBC_TUNABLES`` with malloc's huge pages on, keeping the user's other tunables.
 
     A value the user already gave for the huge-page tunable is kept as it is.
     """
-    if HUGE_PAGE_TUNABLE in _tunable_names(tunables):
-        return tunables or ""
-    return _with_tunables(tunables, [(HUGE_PAGE_TUNABLE, "1")])
-
-
-def with_malloc_thresholds(tunables: Optional[str], environ: Mapping[str, str]) -> str:
-    """``GLIBC_TUNABLES`` with fixed mmap and trim thresholds, keeping the user's other
-    tunables.
-
-    Where the user set either threshold (as a tunable, or in ``environ`` by its
-    ``MALLOC_*_THRESHOLD_`` name), neither is added: setting one turns off glibc's
-    adaptive mmap threshold, so half of the pair would be worse than none.
-    """
-    given = _tunable_names(tunables) & {name for name, _ in MALLOC_THRESHOLD_TUNABLES}
-    if given or any(name in environ for name in MALLOC_THRESHOLD_VARIABLES):
-        return tunables or ""
-    return _with_tunables(tunables, MALLOC_THRESHOLD_TUNABLES)
+    if not tunables:
+        return f"{HUGE_PAGE_TUNABLE}=1"
+    if any(item.split("=", 1)[0] == HUGE_PAGE_TUNABLE for item in tunables.split(":")):
+        return tunables
+    return f"{tunables}:{HUGE_PAGE_TUNABLE}=1"
 
 
 def local_cores() -> int:
@@ -144,8 +104,7 @@ def local_cores() -> int:
 
 def build_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
                   hostfile: Optional[str] = None, bind_to: str = "none",
-                  huge_pages: bool = True, malloc_thresholds: bool = True,
-                  settings: Optional[Mapping[str, str]] = None,
+                  huge_pages: bool = True, settings: Optional[Mapping[str, str]] = None,
                   mpi_args: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None,
                   mpirun: Optional[str] = None) -> Tuple[List[str], Dict[str, str]]:
     """The mpirun command line and the environment to start it with.
@@ -159,13 +118,8 @@ def build_command(np: int, command: Sequence[str], hosts: Optional[str] = None,
         raise ValueError("no command to run: give it after the options, e.g. python train.py")
     env = dict(os.environ if environ is None else environ)
     env.update(settings or {})
-    tunables = env.get("GLIBC_TUNABLES")
     if huge_pages:
-        tunables = with_huge_pages(tunables)
-    if malloc_thresholds:
-        tunables = with_malloc_thresholds(tunables, env)
-    if tunables:
-        env["GLIBC_TUNABLES"] = tunables
+        env["GLIBC_TUNABLES"] = with_huge_pages(env.get("GLIBC_TUNABLES"))
     argv = [mpirun or find_mpirun(), "-np", str(np), "--bind-to", bind_to]
     if hosts:
         argv += ["-H", hosts]
@@ -359,10 +313,6 @@ def _parser() -> argparse.ArgumentParser:
                         help="mpirun's --bind-to (default: none)")
     parser.add_argument("--no-huge-pages", dest="huge_pages", action="store_false",
                         help=f"do not set {HUGE_PAGE_TUNABLE}=1 in GLIBC_TUNABLES")
-    parser.add_argument("--no-malloc-thresholds", dest="malloc_thresholds",
-                        action="store_false",
-                        help="do not fix glibc's mmap and trim thresholds in GLIBC_TUNABLES "
-                             "(docs/launching.md)")
     parser.add_argument("--fusion-threshold-mb", type=float,
                         help="TFDIST_FUSION_THRESHOLD, in MiB")
     parser.add_argument("--cycle-time-ms", type=float, help="TFDIST_CYCLE_TIME")
@@ -452,8 +402,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             command, env = build_command(
                 args.np, args.command, hosts=args.hosts, hostfile=args.hostfile,
-                bind_to=args.bind_to, huge_pages=args.huge_pages,
-                malloc_thresholds=args.malloc_thresholds, settings=settings,
+                bind_to=args.bind_to, huge_pages=args.huge_pages, settings=settings,
                 mpi_args=(["--with-ft", "ulfm"] if args.elastic else [])
                 + shlex.split(args.mpi_args))
         except (ValueError, FileNotFoundError) as error:

@@ -18,8 +18,7 @@ def test_command_has_the_defaults(monkeypatch):
     argv, env = build(2)
     assert argv == [FAKE_MPIRUN, "-np", "2", "--bind-to", "none", "-x", "GLIBC_TUNABLES",
                     "-x", "PATH", "python", "train.py", "--epochs", "2"]
-    assert env["GLIBC_TUNABLES"] == ("glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432"
-                                     ":glibc.malloc.trim_threshold=134217728")
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
     assert env["PATH"] == "/usr/bin"
 
 
@@ -39,40 +38,13 @@ def test_settings_and_environment_reach_every_rank():
     assert exported == {"TFDIST_CYCLE_TIME", "TFDIST_DEBUG", "PYTHONPATH", "GLIBC_TUNABLES"}
     assert "HOME" not in argv
     assert env["TFDIST_CYCLE_TIME"] == "2"
-    assert env["GLIBC_TUNABLES"].startswith("glibc.malloc.check=0:glibc.malloc.hugetlb=1:")
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.check=0:glibc.malloc.hugetlb=1"
 
 
 def test_huge_pages_respect_the_user():
     assert launcher.with_huge_pages("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0"
-    _, env = build(2, huge_pages=False, malloc_thresholds=False)
-    assert "GLIBC_TUNABLES" not in env
     _, env = build(2, huge_pages=False)
-    assert "hugetlb" not in env["GLIBC_TUNABLES"]
-
-
-THRESHOLDS = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=134217728"
-
-
-@pytest.mark.parametrize("tunables, environ, expected", [
-    (None, {}, THRESHOLDS),
-    ("glibc.malloc.hugetlb=1", {}, "glibc.malloc.hugetlb=1:" + THRESHOLDS),
-    # Either threshold of the user's keeps both of ours out: one alone turns off
-    # glibc's adaptive mmap threshold.
-    ("glibc.malloc.trim_threshold=0", {}, "glibc.malloc.trim_threshold=0"),
-    ("glibc.malloc.mmap_threshold=65536:glibc.malloc.hugetlb=1", {},
-     "glibc.malloc.mmap_threshold=65536:glibc.malloc.hugetlb=1"),
-    (None, {"MALLOC_TRIM_THRESHOLD_": "0"}, ""),
-    ("glibc.malloc.hugetlb=1", {"MALLOC_MMAP_THRESHOLD_": "4096"}, "glibc.malloc.hugetlb=1"),
-])
-def test_malloc_thresholds_respect_the_user(tunables, environ, expected):
-    assert launcher.with_malloc_thresholds(tunables, environ) == expected
-
-
-def test_a_threshold_in_the_environment_keeps_the_launcher_out():
-    _, env = build(2, environ={"PATH": "/usr/bin", "MALLOC_TRIM_THRESHOLD_": "0"})
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
-    _, env = build(2, malloc_thresholds=False)
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+    assert "GLIBC_TUNABLES" not in env
 
 
 @pytest.mark.parametrize("np_, command", [(0, ["python"]), (2, [])])
