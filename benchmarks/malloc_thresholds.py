@@ -1,11 +1,11 @@
-"""tfdistrun's fixed malloc thresholds against glibc's adaptive ones, job by job.
+"""Fixed malloc thresholds against glibc's adaptive ones, job by job.
 
     python -m benchmarks.malloc_thresholds --jobs 8 --json docs/results/malloc-thresholds-np2.json
 
 Whether a buffer that is allocated and freed on every call stays mapped depends
 on where glibc placed it, which differs from job to job: so this starts whole
-jobs (``tfdistrun -np N``), alternately with the launcher's thresholds and with
-``--no-malloc-thresholds``, the first setting alternating too. Each job times,
+jobs (``tfdistrun -np N``), alternately with ``FIXED_THRESHOLDS`` added to
+``GLIBC_TUNABLES`` and without, the first setting alternating too. Each job times,
 in interleaved rounds, three ways of making the same allreduce: ``tfdist.allreduce``
 with the default algorithm (up to 1 MiB the eager fast path, which allocates its
 result with NumPy on every call), the same call with the ring forced (the op
@@ -34,7 +34,11 @@ from benchmarks._interleaved import algorithms_run, paired_ratio, round_order
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("auto", "ring", "mpi")
-SETTINGS = ("fixed", "adaptive")  # tfdistrun's thresholds; --no-malloc-thresholds
+SETTINGS = ("fixed", "adaptive")  # FIXED_THRESHOLDS; glibc's own
+#: All allocations up to 32 MiB (glibc's largest mmap threshold on 64-bit) from the
+#: heap, and up to 128 MiB free at a heap's top kept mapped. Both or neither: setting
+#: either turns glibc's adaptive mmap threshold off.
+FIXED_THRESHOLDS = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=134217728"
 RESULT_PREFIX = "MALLOC_THRESHOLDS_RESULT "
 DEFAULT_SIZES = (256 << 10, 1 << 20, 4 << 20, 16 << 20)
 
@@ -93,13 +97,15 @@ def _job(setting: str, args: argparse.Namespace) -> Dict[str, Any]:
     """One job with ``setting``; its rank 0's rows."""
     command = [sys.executable, "-m", "tfdistrun", "-np", str(args.np),
                "--timeout", str(args.timeout)]
-    if setting == "adaptive":
-        command.append("--no-malloc-thresholds")
+    env = dict(os.environ)
+    if setting == "fixed":  # tfdistrun adds its huge pages to these
+        env["GLIBC_TUNABLES"] = ":".join(
+            item for item in (env.get("GLIBC_TUNABLES"), FIXED_THRESHOLDS) if item)
     command += [sys.executable, "-m", "benchmarks.malloc_thresholds", "--worker",
                 "--sizes", ",".join(map(str, args.sizes)), "--rounds", str(args.rounds),
                 "--calls", str(args.calls)]
-    completed = subprocess.run(command, cwd=str(ROOT), capture_output=True, text=True,
-                               timeout=args.timeout + 60)
+    completed = subprocess.run(command, cwd=str(ROOT), env=env, capture_output=True,
+                               text=True, timeout=args.timeout + 60)
     for line in completed.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
@@ -138,6 +144,10 @@ def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
+def _median_us(cells: List[Dict[str, Any]], method: str) -> str:
+    return f"{statistics.median(c[f'{method}_us'] for c in cells):.0f}"
+
+
 def summary(document: Dict[str, Any]) -> str:
     """Per size and setting: the jobs' ratios and faults, and how many jobs faulted."""
     lines = [f"np = {document['np']}; {len(document['jobs']['fixed'])} jobs per setting, "
@@ -147,8 +157,9 @@ def summary(document: Dict[str, Any]) -> str:
              "jobs: those where auto or MPI took at least 0.5 minor faults per call "
              "(median over rounds).", "",
              "| size | thresholds | auto / ring, per job | MPI / ring, per job "
-             "| faulting jobs | auto faults per call (max over jobs) |",
-             "|---|---|---|---|---|---|"]
+             "| auto, ring, MPI µs (medians over jobs) | faulting jobs "
+             "| auto faults per call (max over jobs) |",
+             "|---|---|---|---|---|---|---|"]
     for i, nbytes in enumerate(document["sizes"]):
         for setting in SETTINGS:
             cells = [job[i] for job in document["jobs"][setting]]
@@ -157,7 +168,8 @@ def summary(document: Dict[str, Any]) -> str:
             faulting = sum(1 for c in cells if max(c["auto_faults"], c["mpi_faults"]) >= 0.5)
             lines.append(
                 f"| {_size(nbytes)} | {setting} | {' '.join(f'{r:.2f}' for r in auto)} "
-                f"| {' '.join(f'{r:.2f}' for r in mpi)} | {faulting} of {len(cells)} "
+                f"| {' '.join(f'{r:.2f}' for r in mpi)} "
+                f"| {', '.join(_median_us(cells, m) for m in METHODS)} | {faulting} of {len(cells)} "
                 f"| {max(c['auto_faults'] for c in cells):.1f} |")
     return "\n".join(lines)
 

@@ -283,3 +283,23 @@ def test_round_order_puts_every_method_after_every_other_equally_often(n):
     pairs = [(a, b) for a in methods for b in methods if a != b]
     assert sorted(follows) == sorted(pairs)
     assert len(set(follows.values())) <= 1, follows
+
+
+def test_malloc_thresholds_counts_the_jobs_that_fault():
+    from benchmarks import malloc_thresholds
+
+    def job(auto_us, faults):
+        rounds = len(auto_us)
+        return {"rows": [{"bytes": 1 << 20,
+                          "seconds": {"auto": [u * 1e-6 for u in auto_us],
+                                      "ring": [100e-6] * rounds, "mpi": [150e-6] * rounds},
+                          "faults": {"auto": [faults] * rounds, "ring": [0.0] * rounds,
+                                     "mpi": [faults] * rounds}}]}
+    fixed = [malloc_thresholds._job_row(job([80, 90, 85], 0.0))]
+    adaptive = [malloc_thresholds._job_row(job([150, 140, 160], 1.0)),
+                malloc_thresholds._job_row(job([82, 84, 86], 0.0))]
+    assert adaptive[0][0]["auto_over_ring"] == pytest.approx(1.5)
+    text = malloc_thresholds.summary({"np": 2, "rounds": 3, "calls": 20, "sizes": [1 << 20],
+                                      "jobs": {"fixed": fixed, "adaptive": adaptive}})
+    assert "| 1 MiB | fixed | 0.85 | 1.50 | 85, 100, 150 | 0 of 1 | 0.0 |" in text, text
+    assert "| 1 MiB | adaptive | 0.84 1.50 | 1.50 1.50 | 117, 100, 150 | 1 of 2 | 1.0 |" in text, text
