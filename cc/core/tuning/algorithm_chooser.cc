@@ -54,6 +54,7 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
     c.candidates = model_(bytes);
     if (c.candidates.empty()) c.candidates.push_back(AllreduceAlgorithm::kButterfly);
     c.seconds.assign(c.candidates.size(), {});
+    for (size_t i = 0; i < c.candidates.size(); ++i) c.visiting.push_back(i);
     c.rounds = RoundsFor(trials_, SizeClass(bytes));
     if (trials_ == 0 || c.candidates.size() == 1) {
       c.decided = true;
@@ -65,7 +66,21 @@ AlgorithmChooser::Class& AlgorithmChooser::ClassOf(size_t bytes) const {
 }
 
 size_t AlgorithmChooser::VisitedCandidate(const Class& c) {
-  return static_cast<size_t>(c.trials_done / kCallsPerVisit) % c.candidates.size();
+  return c.visiting[static_cast<size_t>(c.trials_done / kCallsPerVisit) % c.visiting.size()];
+}
+
+std::vector<size_t> AlgorithmChooser::CloseContest(const Class& c) {
+  if (c.candidates.size() < 2) return {};
+  std::vector<size_t> order(c.candidates.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Stable: equal typical calls keep the model's order, as every rank does.
+  std::stable_sort(order.begin(), order.end(), [&c](size_t a, size_t b) {
+    return TypicalSeconds(c.seconds[a]) < TypicalSeconds(c.seconds[b]);
+  });
+  const double fastest = TypicalSeconds(c.seconds[order[0]]);
+  const double second = TypicalSeconds(c.seconds[order[1]]);
+  if (second > (1.0 + kRematchWindow) * fastest) return {};
+  return {std::min(order[0], order[1]), std::max(order[0], order[1])};
 }
 
 AllreduceAlgorithm AlgorithmChooser::PickLocked(const Class& c) const {
@@ -138,8 +153,17 @@ void AlgorithmChooser::Report(size_t bytes, AllreduceAlgorithm algorithm,
   }
   ++c.trials_done;
   if (static_cast<size_t>(c.trials_done) <
-      count * static_cast<size_t>(c.rounds) * kCallsPerVisit) {
+      c.visiting.size() * static_cast<size_t>(c.rounds) * kCallsPerVisit) {
     return;
+  }
+  if (!c.rematched) {
+    c.rematched = true;
+    std::vector<size_t> finalists = CloseContest(c);
+    if (!finalists.empty()) {
+      c.visiting = std::move(finalists);
+      c.trials_done = 0;
+      return;
+    }
   }
   c.decided = true;
   const size_t chosen = Fastest(c, count);

@@ -29,6 +29,15 @@
 // Rabenseifner 10-20% slower.
 // The model's pick keeps the class unless another beats it by kMargin.
 //
+// A close contest is played again: when the two fastest candidates' typical
+// calls are within kRematchWindow of each other, those two alone get as many
+// visits again, and the choice is made on all their calls together. Five
+// calls each decided wrongly where the two differed by 10-20% and a call's
+// time varies by more (np 4 on two cores, 16 MiB: the trials kept
+// Rabenseifner where the ring forced took 0.82 of its time; np 2, 16 MiB,
+// one job of three). A rematch costs at most kRematchWindow of a call per
+// extra call, once per size class and job.
+//
 // The trials visit the candidates in turn, kCallsPerVisit calls at a time,
 // and time only the last call of each visit. A call can leave part of its
 // cost to the next one: at np 2, 1 MiB, in jobs where the machine was in its
@@ -124,6 +133,9 @@ class AlgorithmChooser {
   static constexpr int kCallsPerVisit = 2;
   // A trial is won only by this margin: near-ties keep the model's pick.
   static constexpr double kMargin = 0.03;
+  // The two fastest candidates play again when the slower one's typical call
+  // is within this fraction of the faster one's.
+  static constexpr double kRematchWindow = 0.25;
   // Candidates predicted this many times slower than the pick are not timed:
   // the model has been off by up to 1.7x on the user's path, not by more.
   static constexpr double kMaxPredictedRatio = 3.0;
@@ -132,9 +144,13 @@ class AlgorithmChooser {
   struct Class {
     bool seen = false;
     Candidates candidates;
-    int rounds = 0;       // RoundsFor(trials_, class)
-    int trials_done = 0;  // calls reported; candidate = trials_done / kCallsPerVisit
-                        // % candidates.size()
+    int rounds = 0;  // RoundsFor(trials_, class)
+    // The candidates (indices) the current phase visits in turn: all of
+    // them, then the rematch's two.
+    std::vector<size_t> visiting;
+    bool rematched = false;
+    int trials_done = 0;  // calls reported in this phase; the visit is
+                          // trials_done / kCallsPerVisit % visiting.size()
     std::vector<std::vector<double>> seconds;  // per candidate, its calls
     bool decided = false;
     AllreduceAlgorithm chosen{};
@@ -147,6 +163,9 @@ class AlgorithmChooser {
   Class& ClassOf(size_t bytes) const;
   // The index of the candidate whose visit the class's trials are in.
   static size_t VisitedCandidate(const Class& c);
+  // The two fastest candidates (in the model's order) where a rematch is
+  // due, else none.
+  static std::vector<size_t> CloseContest(const Class& c);
   AllreduceAlgorithm PickLocked(const Class& c) const;
   bool WantsLocked(const Class& c) const;
   bool IsTrialLocked(const Class& c, AllreduceAlgorithm ran) const;
