@@ -14,7 +14,10 @@ part of the call).
 """
 from __future__ import annotations
 
+import collections
 import functools
+import sys
+import threading
 from typing import Callable, Optional
 
 import numpy as np
@@ -77,12 +80,53 @@ def _encoded(name: Optional[str]) -> bytes:
     return (name or "").encode()
 
 
+class _ResultBuffers:
+    """The aligned result buffers of earlier calls, one per size, taken again once no
+    tensor uses them.
+
+    A result of 256 KiB to 1 MiB allocated and freed on every call was, in some jobs,
+    handed back to the kernel by glibc at each free and faulted in again at the next
+    call: one page fault a call, and at np 2 the 1 MiB call took 1.15-1.6x its time in
+    the other jobs (docs/cost_model.md, "Balanced rounds"). A buffer is free when its
+    only references are this cache's: every tensor made from it, and every tensor that
+    shares its memory (a reshape, an identity), holds a reference to it through
+    TensorFlow's buffer, until the last of them is gone.
+    """
+
+    #: Sizes kept; the least recently used goes first.
+    LIMIT = 16
+
+    def __init__(self) -> None:
+        self._buffers: "collections.OrderedDict[int, np.ndarray]" = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A buffer of ``nbytes`` plus the alignment's slack that no tensor uses."""
+        with self._lock:
+            raw = self._buffers.get(nbytes)
+            # References: the cache's, ``raw`` and getrefcount's argument.
+            if raw is not None and sys.getrefcount(raw) == 3:
+                self._buffers.move_to_end(nbytes)
+                return raw
+            raw = np.empty(nbytes + _TENSOR_ALIGNMENT, np.uint8)
+            self._buffers[nbytes] = raw
+            self._buffers.move_to_end(nbytes)
+            while len(self._buffers) > self.LIMIT:
+                self._buffers.popitem(last=False)
+            return raw
+
+
+@functools.lru_cache(maxsize=None)
+def _result_buffers() -> _ResultBuffers:
+    return _ResultBuffers()
+
+
 def _new_result(source: np.ndarray) -> np.ndarray:
     """An uninitialised array like ``source``, aligned so that the result tensor can
     use its memory as it is."""
     if source.nbytes < _ALIGNED_FROM_BYTES:
         return np.empty_like(source)
-    raw = np.empty(source.nbytes + _TENSOR_ALIGNMENT, np.uint8)
+    raw = _result_buffers().take(source.nbytes)
     offset = -raw.__array_interface__["data"][0] % _TENSOR_ALIGNMENT
     return raw[offset:offset + source.nbytes].view(source.dtype).reshape(source.shape)
 

@@ -269,6 +269,30 @@ def check_eager_fast_path(rank, size):
             np.testing.assert_array_equal(
                 total.numpy(), k * np.arange(256 * 160, dtype=np.float64).reshape(256, 160)
                 * size * (size + 1) / 2)
+        # A result buffer is taken again once no tensor uses it, and never while one
+        # does: not while a reshape of the result lives on, nor the result itself.
+        def address(tensor):
+            return tensor._numpy().__array_interface__["data"][0]
+
+        ranks_sum = size * (size + 1) / 2
+        first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="fast.reuse")
+        first_address = address(first)
+        kept = tf.reshape(first, [2, -1])
+        del first
+        held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="fast.reuse")
+        assert address(kept) == first_address and address(held) != first_address
+        np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
+        held_address = address(held)
+        del held
+        again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="fast.reuse")
+        assert address(again) == held_address, "a free result buffer was not taken again"
+        np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
+        np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
+        other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="fast.reuse")
+        assert address(other) not in (address(again), address(kept))
+        np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
+        np.testing.assert_array_equal(other.numpy(), np.full(count, 4 * ranks_sum))
+        assert len(calls) == 10, calls
 
         # The op is used where it matters: a tape that may record, a traced
         # function, a forced algorithm, a tensor over the size limit.
@@ -284,7 +308,7 @@ def check_eager_fast_path(rank, size):
         big = tf.fill([count], float(rank + 1))
         total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
-        assert len(calls) == 7, calls
+        assert len(calls) == 11, calls
 
         # The library's entry checks what it is given before it runs anything,
         # on every rank alike, so no rank is left waiting.
@@ -314,7 +338,7 @@ def check_eager_fast_path(rank, size):
                 pass
             else:
                 raise AssertionError(f"{arguments[0]!r} was accepted")
-        assert not frozen.any() and len(calls) == 7, calls
+        assert not frozen.any() and len(calls) == 11, calls
 
         # Errors come back as the op's errors.
         try:
@@ -323,7 +347,7 @@ def check_eager_fast_path(rank, size):
             assert "fast.mismatch" in str(error), error
         else:
             assert size == 1, "a shape mismatch did not fail"
-        assert len(calls) == 8, calls
+        assert len(calls) == 12, calls
     finally:
         eager._entry_point = lambda: entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)
