@@ -71,3 +71,17 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]) -> fl
         raise ValueError(f"paired_ratio needs two equal, non-empty lists of rounds, got "
                          f"{len(numerator)} and {len(denominator)}")
     return statistics.median(a / b for a, b in zip(numerator, denominator))
+
+
+def warm_auto_past_its_trials(comm, calls: Callable[[int], Any]) -> None:
+    """Makes auto's calls (``calls(n)`` makes n of them) until a block of eight ran one
+    algorithm only. Its trials go round its candidates, and a rematch round the two
+    closest, two calls a visit, so a block of eight that ran one algorithm means the
+    size's choice is made, whatever TFDIST_AUTO_TRIALS says. Rank 0's count decides
+    for every rank, so that all make the same calls."""
+    import tfdist
+    while True:
+        before = tfdist.stats()["algorithm_calls"]
+        calls(8)
+        if comm.bcast(len(algorithms_run(before)) == 1):
+            return

@@ -59,12 +59,13 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Dict, List
 
 import numpy as np
 
 from benchmarks import _results
-from benchmarks._interleaved import algorithms_run, paired_ratio, round_order
+from benchmarks._interleaved import (algorithms_run, paired_ratio, round_order,
+                                      warm_auto_past_its_trials)
 
 ENGINE_ALGORITHMS = ("tree", "butterfly", "ring", "rabenseifner")
 TARGET_SECONDS = 0.2  # per size and method, after warm-up
@@ -163,19 +164,6 @@ def _host_count() -> int:
 REPEAT = "#2"
 
 
-def _warm_auto_past_its_trials(comm, run: Callable[[str, int], float]) -> None:
-    """Runs auto until a block of calls ran one algorithm only. Its trials go round its
-    candidates (at most six) two calls each, so a block of eight that ran one
-    algorithm means the size's choice is made, whatever TFDIST_AUTO_TRIALS says.
-    Rank 0's count decides for every rank, so that all make the same calls."""
-    import tfdist
-    while True:
-        before = tfdist.stats()["algorithm_calls"]
-        run("auto", 8)
-        if comm.bcast(len(algorithms_run(before)) == 1):
-            return
-
-
 def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
                            seconds_per_cell: float, repeat_forced: bool = False) -> List[Dict]:
     """One row per size: µs per call of auto, of every forced algorithm and of MPI
@@ -219,7 +207,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
 
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
-        _warm_auto_past_its_trials(comm, run)
+        warm_auto_past_its_trials(comm, lambda n: run("auto", n))
         for method in methods:
             run(method, 2)
         probe = max(run(m, 1) for m in methods)

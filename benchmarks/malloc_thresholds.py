@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from benchmarks import _results
-from benchmarks._interleaved import algorithms_run, paired_ratio, round_order
+from benchmarks._interleaved import paired_ratio, round_order, warm_auto_past_its_trials
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("auto", "ring", "mpi")
@@ -64,12 +64,7 @@ def _worker(sizes: List[int], rounds: int, calls: int) -> Dict[str, Any]:
                                              algorithm="ring"),
             "mpi": lambda: comm.Allreduce(send, receive, op=MPI.SUM),
         }
-        while True:  # past auto's trials: a block of eight calls ran one algorithm
-            before = tfdist.stats()["algorithm_calls"]
-            for _ in range(8):
-                ways["auto"]()
-            if comm.bcast(len(algorithms_run(before)) == 1):
-                break
+        warm_auto_past_its_trials(comm, lambda n: [ways["auto"]() for _ in range(n)])
         for way in ways.values():
             for _ in range(3):
                 way()
@@ -119,9 +114,7 @@ def _job_row(job: Dict[str, Any]) -> List[Dict[str, Any]]:
     for row in job["rows"]:
         s, f = row["seconds"], row["faults"]
         cells.append({"bytes": row["bytes"],
-                      "auto_us": statistics.median(s["auto"]) * 1e6,
-                      "ring_us": statistics.median(s["ring"]) * 1e6,
-                      "mpi_us": statistics.median(s["mpi"]) * 1e6,
+                      **{f"{m}_us": statistics.median(s[m]) * 1e6 for m in METHODS},
                       "auto_over_ring": paired_ratio(s["auto"], s["ring"]),
                       "mpi_over_ring": paired_ratio(s["mpi"], s["ring"]),
                       **{f"{m}_faults": statistics.median(f[m]) for m in METHODS}})

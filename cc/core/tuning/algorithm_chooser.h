@@ -80,7 +80,8 @@ class AlgorithmChooser {
   using Model = std::function<Candidates(size_t bytes)>;
 
   // `trials`: timed calls of each candidate before a class is decided (each
-  // after an untimed one: kCallsPerVisit); 0
+  // after an untimed one: kCallsPerVisit), as many again for the two of a
+  // close contest (kRematchWindow); 0
   // trusts the model (Pick is then the model's pick, Wants() always false).
   AlgorithmChooser(Model model, int trials);
 
