@@ -13,19 +13,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source scripts/env.sh
-echo "== C++ layers (scripts/check_layers.py)"
+# Each phase prints the time it starts, so a CI log shows where its minutes went.
+phase() { echo "== $* ($(date -u +%H:%M:%S) UTC)"; }
+phase "C++ layers (scripts/check_layers.py)"
 python scripts/check_layers.py
-echo "== C++ unit tests"
-make --no-print-directory -C cc test
+phase "C++ unit tests"
+make --no-print-directory -C cc -j2 test
 if [[ "${1:-}" == "unit" || "${1:-}" == "fast" ]]; then
     shift
-    echo "== Python unit tests (tests/unit)"
+    phase "Python unit tests (tests/unit)"
     pytest -q tests/unit "$@"
     exit
 fi
-echo "== C++ unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+phase "C++ unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 make --no-print-directory -C cc -j2 sanitize
-echo "== C++ unit tests under ThreadSanitizer (any report fails the run)"
+phase "C++ unit tests under ThreadSanitizer (any report fails the run)"
 make --no-print-directory -C cc -j2 tsan
-echo "== Python tests"
+phase "Python tests"
 pytest -q --durations=20 tests "$@"
+phase "done"
