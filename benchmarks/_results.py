@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from tfdistrun import HUGE_PAGE_TUNABLE
+
 UNKNOWN = "unknown"
 METADATA_FIELDS = ("benchmark", "command", "commit", "cores", "versions", "date")
 VERSION_FIELDS = ("python", "tensorflow", "open_mpi", "tfdist")
@@ -43,6 +45,7 @@ PLOT_INSTALL_HINT = ("--plot needs matplotlib, which tfdist does not require: "
 _RECORDED_ENVIRONMENT_PREFIXES = ("TFDIST_", "OMPI_MCA_", "GLIBC_TUNABLES", "MALLOC_")
 # What tfdistrun sets for its ranks; it also sets GLIBC_TUNABLES (huge pages) by default.
 _LAUNCHER_ENVIRONMENT = ("TFDIST_RESTART", "TFDIST_PREEMPT_FILE")
+_LAUNCHER_HUGE_PAGES = f"{HUGE_PAGE_TUNABLE}=1"
 
 
 def _git(*args: str) -> Optional[str]:
@@ -91,10 +94,17 @@ def command_line(benchmark: str, argv: Sequence[str], ranks: Optional[int]) -> s
     """The benchmark's command as it can be rerun: the settings from the environment that
     change what it measures, ``python -m benchmarks.NAME`` and its arguments."""
     by_tfdistrun = "TFDIST_RESTART" in os.environ
-    settings = [f"{name}={shlex.quote(value)}" for name, value in sorted(os.environ.items())
+    recorded = {name: value for name, value in os.environ.items()
                 if name.startswith(_RECORDED_ENVIRONMENT_PREFIXES)
-                and name not in _LAUNCHER_ENVIRONMENT
-                and not (by_tfdistrun and name == "GLIBC_TUNABLES")]
+                and name not in _LAUNCHER_ENVIRONMENT}
+    if by_tfdistrun and "GLIBC_TUNABLES" in recorded:
+        # tfdistrun adds the huge pages again when the command is rerun; the user's
+        # own tunables (malloc's thresholds, say) would be lost with it.
+        own = [item for item in recorded.pop("GLIBC_TUNABLES").split(":")
+               if item and item != _LAUNCHER_HUGE_PAGES]
+        if own:
+            recorded["GLIBC_TUNABLES"] = ":".join(own)
+    settings = [f"{name}={shlex.quote(value)}" for name, value in sorted(recorded.items())]
     launcher: List[str] = []
     if by_tfdistrun:
         launcher = [f"tfdistrun -np {ranks or '?'}"]

@@ -88,6 +88,22 @@ def test_command_line_records_the_settings_that_change_a_measurement(monkeypatch
         "TFDIST_CYCLE_TIME=2 mpirun -np 2 python -m benchmarks.allreduce --json 'a b.json'")
 
 
+@pytest.mark.parametrize("tunables, recorded", [
+    ("glibc.malloc.hugetlb=1", ""),
+    ("glibc.malloc.trim_threshold=134217728:glibc.malloc.hugetlb=1",
+     "GLIBC_TUNABLES=glibc.malloc.trim_threshold=134217728 "),
+    ("glibc.malloc.hugetlb=0", "GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "),
+])
+def test_command_line_under_tfdistrun_keeps_the_users_tunables(monkeypatch, tunables, recorded):
+    for name in [n for n in os.environ if n.startswith(("TFDIST_", "OMPI_", "MALLOC_",
+                                                        "GLIBC_TUNABLES"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TFDIST_RESTART", "0")  # what tfdistrun sets for every rank
+    monkeypatch.setenv("GLIBC_TUNABLES", tunables)
+    assert _results.command_line("training", ["--rounds", "5"], 2) == (
+        f"{recorded}tfdistrun -np 2 python -m benchmarks.training --rounds 5")
+
+
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
     parser = argparse.ArgumentParser(prog="bench")
