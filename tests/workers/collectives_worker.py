@@ -293,6 +293,24 @@ def check_eager_fast_path(rank, size):
         np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
         np.testing.assert_array_equal(other.numpy(), np.full(count, 4 * ranks_sum))
         assert len(calls) == 10, calls
+        # x = allreduce(x): the previous result lives while the next call runs, so the
+        # calls take turns between two buffers of a size (a size no call above used).
+        # (Addresses alone could not tell: malloc may hand a freed buffer's memory out again.)
+        chained = tf.fill([3 * count // 4], float(rank + 1))
+        addresses, allocations = [], []
+        allocate = eager._ResultBuffers._allocate
+        eager._ResultBuffers._allocate = staticmethod(
+            lambda nbytes: allocations.append(nbytes) or allocate(nbytes))
+        try:
+            for _ in range(4):
+                chained = tfdist.allreduce(chained, op=tfdist.Average, name="fast.chain")
+                addresses.append(address(chained))
+                np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+        finally:
+            eager._ResultBuffers._allocate = staticmethod(allocate)
+        assert allocations == [3 * count] * 2, ("a chain of calls allocated again", allocations)
+        assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+        assert len(calls) == 14, calls
 
         # The op is used where it matters: a tape that may record, a traced
         # function, a forced algorithm, a tensor over the size limit.
@@ -308,7 +326,7 @@ def check_eager_fast_path(rank, size):
         big = tf.fill([count], float(rank + 1))
         total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
-        assert len(calls) == 11, calls
+        assert len(calls) == 15, calls
 
         # The library's entry checks what it is given before it runs anything,
         # on every rank alike, so no rank is left waiting.
@@ -338,7 +356,7 @@ def check_eager_fast_path(rank, size):
                 pass
             else:
                 raise AssertionError(f"{arguments[0]!r} was accepted")
-        assert not frozen.any() and len(calls) == 11, calls
+        assert not frozen.any() and len(calls) == 15, calls
 
         # Errors come back as the op's errors.
         try:
@@ -347,7 +365,7 @@ def check_eager_fast_path(rank, size):
             assert "fast.mismatch" in str(error), error
         else:
             assert size == 1, "a shape mismatch did not fail"
-        assert len(calls) == 12, calls
+        assert len(calls) == 16, calls
     finally:
         eager._entry_point = lambda: entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)
