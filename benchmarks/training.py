@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import sys
@@ -96,20 +97,32 @@ def _compile(model, optimizer) -> None:
 UNTIMED_STEPS = 2
 
 
+def _usage() -> Dict[str, int]:
+    """This process's minor page faults and involuntary context switches so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"minor_faults": usage.ru_minflt, "involuntary_switches": usage.ru_nivcsw}
+
+
 def _step_clock():
-    """Keras callback: ``start`` at step ``UNTIMED_STEPS``, ``end`` when training ends."""
+    """Keras callback: ``start`` at step ``UNTIMED_STEPS``, ``end`` when training ends, and
+    the process's usage counters between the two."""
     import keras
 
     class StepClock(keras.callbacks.Callback):
         # Only begin/end hooks: a batch-end hook would change what is timed.
         start = end = 0.0
+        counted: Dict[str, int] = {}
 
         def on_train_batch_begin(self, batch, logs=None):
             if batch == UNTIMED_STEPS:
                 self.start = time.perf_counter()
+                self.counted = _usage()
 
         def on_train_end(self, logs=None):
             self.end = time.perf_counter()
+            now = _usage()
+            self.counted = {name: now[name] - self.counted.get(name, now[name])
+                            for name in now}
 
     return StepClock()
 
@@ -121,6 +134,8 @@ class Trainer:
         self.model = model
         self.dataset = dataset
         self.fit_kwargs = fit_kwargs or {}
+        #: Counters of the last run's timed steps, per step (``_usage``'s names).
+        self.per_step: Dict[str, float] = {}
 
     def run(self, steps: int) -> float:
         """Trains ``steps + UNTIMED_STEPS`` steps; returns the seconds the last ``steps`` took."""
@@ -129,6 +144,7 @@ class Trainer:
         kwargs["callbacks"] = list(kwargs.get("callbacks", [])) + [clock]
         self.model.fit(self.dataset, steps_per_epoch=steps + UNTIMED_STEPS, epochs=1,
                        verbose=0, shuffle=False, **kwargs)
+        self.per_step = {name: count / steps for name, count in clock.counted.items()}
         return clock.end - clock.start
 
 
@@ -139,13 +155,22 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
         comm.Barrier()
         trainer.run(max(3, steps // 5))
     rates: Dict[str, List[float]] = {name: [] for name in trainers}
+    # Per round, the rank with the most: page faults and descheduling are what slowed
+    # rounds down on the 2-core VM, and a step waits for the slowest rank.
+    counts: Dict[str, Dict[str, List[float]]] = {name: {} for name in trainers}
     for _ in range(rounds):
         for name, trainer in trainers.items():
             comm.Barrier()
             seconds = trainer.run(steps)
             rates[name].append(comm.allreduce(batch * steps / seconds))
+            for counter, per_step in trainer.per_step.items():
+                counts[name].setdefault(counter, []).append(max(comm.allgather(per_step)))
     results = {name: {"samples_per_second": statistics.median(values), "rounds": values}
                for name, values in rates.items()}
+    for name, by_counter in counts.items():
+        for counter, values in by_counter.items():
+            results[name][f"{counter}_per_step"] = statistics.median(values)
+            results[name][f"round_{counter}_per_step"] = values
     # Each round's ratio compares runs seconds apart, under the same outside
     # load; their median is the figure reported.
     for name in trainers:
@@ -375,11 +400,12 @@ def summary(document: Dict[str, Any]) -> str:
             lines += ["MultiWorkerMirroredStrategy with `model.fit` failed, so a custom loop "
                       "ran: " + results["mwms_fit_error"][:160] + " ...", ""]
         lines += ["| model | parameters | method | ceiling (samples/s) | method (samples/s) "
-                  "| ratio | range over rounds |", "|---|---|---|---|---|---|---|"]
+                  "| ratio | range over rounds | minor faults / step | involuntary switches "
+                  "/ step |", "|---|---|---|---|---|---|---|---|---|"]
         for kind, entry in results["models"].items():
             if "error" in entry:
                 lines.append(f"| {kind} | | {results['method']} failed: {entry['error']} "
-                             f"| | | | |")
+                             f"| | | | | | |")
                 continue
             for name, measured in entry.items():
                 if not isinstance(measured, dict) or name == "ceiling":
@@ -388,9 +414,21 @@ def summary(document: Dict[str, Any]) -> str:
                 lines.append(f"| {kind} | {entry['parameters']} | {name} "
                              f"| {entry['ceiling']['samples_per_second']:.1f} "
                              f"| {measured['samples_per_second']:.1f} | {measured['ratio']:.3f} "
-                             f"| {min(ratios):.3f}-{max(ratios):.3f} |")
+                             f"| {min(ratios):.3f}-{max(ratios):.3f} | {' | '.join(_counts(measured))} |")
         lines.append("")
+        ceilings = [f"{kind} {' and '.join(_counts(entry['ceiling']))}"
+                    for kind, entry in results["models"].items() if "ceiling" in entry]
+        if ceilings:
+            lines += ["Minor page faults and involuntary context switches per step (per round "
+                      "the rank with the most, median over rounds; – where not counted), of "
+                      "the ceiling: " + "; ".join(ceilings) + ".", ""]
     return "\n".join(lines)
+
+
+def _counts(measured: Dict[str, Any]) -> List[str]:
+    """A row's minor faults and involuntary switches per step, formatted ("–": not counted)."""
+    return [f"{measured[key]:.1f}" if key in measured else "–"
+            for key in ("minor_faults_per_step", "involuntary_switches_per_step")]
 
 
 def plot(plt, documents: List[Dict[str, Any]], path: str) -> None:

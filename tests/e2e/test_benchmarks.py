@@ -59,6 +59,9 @@ def test_training_benchmark_measures_every_row_against_the_ceiling(tmp_path):
         ratios = entry[name]["round_ratios"]
         assert len(ratios) == 2 and all(r > 0 for r in ratios), (name, ratios)
         assert entry[name]["ratio"] == pytest.approx(sum(ratios) / 2)  # the median of two
+        for counter in ("minor_faults", "involuntary_switches"):  # per step, slowest rank
+            per_round = entry[name][f"round_{counter}_per_step"]
+            assert len(per_round) == 2 and min(per_round) >= 0, (name, counter, per_round)
     assert "| mlp | 669706 | lockstep+tfdist |" in (tmp_path / "training.md").read_text()
 
 
