@@ -111,17 +111,18 @@ def _step_clock():
     class StepClock(keras.callbacks.Callback):
         # Only begin/end hooks: a batch-end hook would change what is timed.
         start = end = 0.0
-        counted: Dict[str, int] = {}
+        at_start: Dict[str, int] = {}
+        counted: Dict[str, int] = {}  # between the two
 
         def on_train_batch_begin(self, batch, logs=None):
             if batch == UNTIMED_STEPS:
                 self.start = time.perf_counter()
-                self.counted = _usage()
+                self.at_start = _usage()
 
         def on_train_end(self, logs=None):
             self.end = time.perf_counter()
             now = _usage()
-            self.counted = {name: now[name] - self.counted.get(name, now[name])
+            self.counted = {name: now[name] - self.at_start.get(name, now[name])
                             for name in now}
 
     return StepClock()
@@ -163,8 +164,10 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
             comm.Barrier()
             seconds = trainer.run(steps)
             rates[name].append(comm.allreduce(batch * steps / seconds))
-            for counter, per_step in trainer.per_step.items():
-                counts[name].setdefault(counter, []).append(max(comm.allgather(per_step)))
+            every_rank = comm.allgather(trainer.per_step)
+            for counter in trainer.per_step:
+                counts[name].setdefault(counter, []).append(
+                    max(rank_counts[counter] for rank_counts in every_rank))
     results = {name: {"samples_per_second": statistics.median(values), "rounds": values}
                for name, values in rates.items()}
     for name, by_counter in counts.items():
@@ -414,7 +417,8 @@ def summary(document: Dict[str, Any]) -> str:
                 lines.append(f"| {kind} | {entry['parameters']} | {name} "
                              f"| {entry['ceiling']['samples_per_second']:.1f} "
                              f"| {measured['samples_per_second']:.1f} | {measured['ratio']:.3f} "
-                             f"| {min(ratios):.3f}-{max(ratios):.3f} | {' | '.join(_counts(measured))} |")
+                             f"| {min(ratios):.3f}-{max(ratios):.3f} "
+                             f"| {' | '.join(_counts(measured))} |")
         lines.append("")
         ceilings = [f"{kind} {' and '.join(_counts(entry['ceiling']))}"
                     for kind, entry in results["models"].items() if "ceiling" in entry]
