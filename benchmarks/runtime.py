@@ -13,8 +13,11 @@
     ``r.assign(g * 1.0)`` in place of the allreduce (TensorFlow's own step),
     and the same 100 allreduces on a process set of this rank alone (the
     kernels, the runtime and TensorFlow's handling of 100 asynchronous ops,
-    without a peer to talk to). The runtime's phase counters
-    (``tfdist.stats()["phase_ns"]``) say where the step's time went.
+    without a peer to talk to). Beside them, the same step with the 100
+    tensors in one ``tfdist.grouped_allreduce``: one kernel, which is what
+    DistributedOptimizer and DistributedGradientTape submit by default on
+    CPUs. The runtime's phase counters (``tfdist.stats()["phase_ns"]``),
+    taken around each block, say where each step's time went.
 
 The methods are measured in alternating blocks (A, B, A, B, ...) with the
 same iteration count on every rank, and each method's time is the median of
@@ -27,13 +30,14 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from benchmarks import _results
 
 STEP_TENSORS = 100
+GROUPED = "tfdist_grouped_function_100x16KiB"
 STEP_TENSOR_BYTES = 16 * 1024
 # The runtime's phase counters (tfdist.stats()["phase_ns"]), in step order.
 PHASES = ("arrival", "pickup", "negotiation", "collectives", "completion")
@@ -48,18 +52,40 @@ PHASE_MEANING = {
 
 
 def _blocks(comm, methods: Dict[str, Callable[[], object]], iterations: Dict[str, int],
-            blocks: int) -> Dict[str, float]:
-    """Median over blocks of the seconds per call, averaged over the ranks."""
+            blocks: int, counters: Optional[Callable[[], Dict[str, float]]] = None
+            ) -> Tuple[Dict[str, float], Dict[str, Dict[str, float]]]:
+    """Median over blocks of the seconds per call, averaged over the ranks; and,
+    with ``counters`` (a reading of cumulative counters), how much each
+    counter moved per call of each method, averaged over the ranks."""
     samples: Dict[str, List[float]] = {name: [] for name in methods}
+    moved: Dict[str, Dict[str, float]] = {name: {} for name in methods}
     for _ in range(blocks):
         for name, fn in methods.items():
             comm.Barrier()
+            before = counters() if counters else {}
             start = time.perf_counter()
             for _ in range(iterations[name]):
                 fn()
             samples[name].append((time.perf_counter() - start) / iterations[name])
-    return {name: comm.allreduce(statistics.median(s)) / comm.size
-            for name, s in samples.items()}
+            if counters:
+                for key, value in counters().items():
+                    moved[name][key] = moved[name].get(key, 0) + value - before[key]
+    seconds = {name: comm.allreduce(statistics.median(s)) / comm.size
+               for name, s in samples.items()}
+    per_call = {name: {key: comm.allreduce(total / (blocks * iterations[name])) / comm.size
+                       for key, total in moved[name].items()}
+                for name in methods}
+    return seconds, per_call
+
+
+def _runtime_counters() -> Dict[str, float]:
+    """The global runtime's phase counters (µs) and its calls and full rounds."""
+    import tfdist
+    stats = tfdist.stats()
+    readings = {phase: stats["phase_ns"][phase] / 1e3 for phase in PHASES}
+    readings["allreduce_calls"] = stats["allreduce_calls"]
+    readings["full_rounds"] = stats["negotiation_rounds"] - stats["cached_rounds"]
+    return readings
 
 
 def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
@@ -83,7 +109,7 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
                           "tfdist_eager_unnamed_4B": n(300)}
     _blocks(comm, latency_methods, {k: max(1, v // 10) for k, v in latency_iterations.items()},
             1)  # warm-up
-    latency = _blocks(comm, latency_methods, latency_iterations, blocks)
+    latency, _ = _blocks(comm, latency_methods, latency_iterations, blocks)
 
     # (2) 100 x 16 KiB in one tf.function step vs one MPI_Allreduce of 1.6 MB.
     # Like a training step: the tensors ("gradients") live in the graph and
@@ -103,6 +129,12 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
         for gradient, result in zip(gradients, results):
             result.assign(gradient * 1.0)
 
+    @tf.function
+    def grouped_step():  # one kernel for the 100: what the distributed optimizers submit
+        reduced = tfdist.grouped_allreduce(gradients, op=tfdist.Sum, name="bench.grouped")
+        for out, result in zip(reduced, results):
+            result.assign(out)
+
     # add_process_set is collective: every rank adds every one-rank set.
     alone = [tfdist.add_process_set([r]) for r in range(tfdist.size())][rank]
 
@@ -120,6 +152,11 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
     expected = sum(range(size))
     for i, out in enumerate(results):
         np.testing.assert_allclose(out.numpy(), np.full(elements, expected + size * i))
+    for result in results:
+        result.assign(tf.zeros_like(result))
+    grouped_step()
+    for i, out in enumerate(results):
+        np.testing.assert_allclose(out.numpy(), np.full(elements, expected + size * i))
     big_np = np.ones(STEP_TENSORS * elements, np.float32)
     big_out = np.empty_like(big_np)
     step_methods = {
@@ -127,23 +164,17 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
         "tfdist_function_100x16KiB": step,
         "local_function_100x16KiB": local_step,
         "tfdist_alone_function_100x16KiB": alone_step,
+        "tfdist_grouped_function_100x16KiB": grouped_step,
     }
     step_iterations = {"mpi_allreduce_1.6MB": n(100), "tfdist_function_100x16KiB": n(50),
-                       "local_function_100x16KiB": n(50), "tfdist_alone_function_100x16KiB": n(50)}
-    before = tfdist.stats()
+                       "local_function_100x16KiB": n(50), "tfdist_alone_function_100x16KiB": n(50),
+                       "tfdist_grouped_function_100x16KiB": n(50)}
     _blocks(comm, step_methods, {k: max(1, v // 10) for k, v in step_iterations.items()}, 1)
-    steps = _blocks(comm, step_methods, step_iterations, blocks)
-    after = tfdist.stats()
-    step_calls = (blocks * step_iterations["tfdist_function_100x16KiB"]
-                  + max(1, step_iterations["tfdist_function_100x16KiB"] // 10))
-    allreduces_per_step = (after["allreduce_calls"] - before["allreduce_calls"]) / step_calls
-    full_rounds_per_step = ((after["negotiation_rounds"] - after["cached_rounds"])
-                            - (before["negotiation_rounds"] - before["cached_rounds"])) / step_calls
     # Only the global set's steps move the global runtime's counters (the
-    # one-rank sets have runtimes of their own): µs per step, rank average.
-    phases = {phase: comm.allreduce((after["phase_ns"][phase] - before["phase_ns"][phase])
-                                    / step_calls / 1e3) / comm.size
-              for phase in PHASES}
+    # one-rank sets have runtimes of their own).
+    steps, moved = _blocks(comm, step_methods, step_iterations, blocks,
+                           counters=_runtime_counters)
+    step, grouped = moved["tfdist_function_100x16KiB"], moved["tfdist_grouped_function_100x16KiB"]
 
     seconds = {**latency, **steps}
     return {
@@ -155,9 +186,11 @@ def measure(comm, blocks: int, scale: float) -> Dict[str, object]:
                                        / latency["mpi_allreduce_4B"]),
         "ratio_step_vs_mpi": (steps["tfdist_function_100x16KiB"]
                               / steps["mpi_allreduce_1.6MB"]),
-        "step_allreduces_per_step": allreduces_per_step,
-        "step_full_negotiation_rounds_per_step": full_rounds_per_step,
-        "step_phases_us": phases,
+        "step_allreduces_per_step": step["allreduce_calls"],
+        "step_full_negotiation_rounds_per_step": step["full_rounds"],
+        "step_phases_us": {phase: step[phase] for phase in PHASES},
+        "grouped_step_allreduces_per_step": grouped["allreduce_calls"],
+        "grouped_step_phases_us": {phase: grouped[phase] for phase in PHASES},
         "goals": {"eager": 15.0, "step": 2.0},
         "settings": {"fusion_threshold": tfdist.RuntimeSettings.from_environment().fusion_threshold,
                      "cycle_time_ms": tfdist.RuntimeSettings.from_environment().cycle_time},
@@ -182,6 +215,9 @@ def summary(document: Dict[str, Any]) -> str:
     if "tfdist_alone_function_100x16KiB" in us:  # results before it lack the control
         rows.append(("", "the same allreduces on a one-rank process set",
                      us["tfdist_alone_function_100x16KiB"], ""))
+    if GROUPED in us:  # nor the grouped step
+        rows.append(("", "the 100 as one tfdist.grouped_allreduce", us[GROUPED],
+                     f"{us[GROUPED] / us['mpi_allreduce_1.6MB']:.2f}x"))
     lines = [f"ranks = {document['ranks']}; "
              f"{document['step_allreduces_per_step']:.1f} allreduces and "
              f"{document['step_full_negotiation_rounds_per_step']:.1f} full negotiation rounds "
@@ -192,8 +228,14 @@ def summary(document: Dict[str, Any]) -> str:
     if "tfdist_alone_function_100x16KiB" in us:
         lines += [f"Step against the same step on a one-rank process set plus two fused MPI "
                   f"calls: {step_vs_alone_and_mpi(us):.2f}x."]
+    if GROUPED in us:
+        lines += [f"The grouped step against TensorFlow's own step plus two fused MPI calls: "
+                  f"{step_vs_local_and_mpi(us, GROUPED):.2f}x."]
     phases = document.get("step_phases_us")
-    if phases:
+    grouped_phases = document.get("grouped_step_phases_us")
+    if phases and grouped_phases:
+        lines += ["", _phase_table(us, phases, grouped_phases)]
+    elif phases:
         step = us["tfdist_function_100x16KiB"]
         outside = step - sum(phases[p] for p in PHASES)
         lines += ["", "Where the step's time goes (the runtime's phase counters, µs per step, "
@@ -208,11 +250,33 @@ def summary(document: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def step_vs_local_and_mpi(us: Dict[str, float]) -> float:
-    """The tf.function step over (the same step without communication + 2 x one
-    MPI_Allreduce of its bytes): issue 25's graph-mode yardstick."""
-    return us["tfdist_function_100x16KiB"] / (us["local_function_100x16KiB"]
-                                              + 2 * us["mpi_allreduce_1.6MB"])
+def _phase_table(us: Dict[str, float], phases: Dict[str, float],
+                 grouped_phases: Dict[str, float]) -> str:
+    """Where the time of the step of 100 kernels and of the grouped step goes."""
+    steps = {"100 kernels": (us["tfdist_function_100x16KiB"], phases),
+             "one grouped kernel": (us[GROUPED], grouped_phases)}
+    lines = ["Where each step's time goes (the runtime's phase counters taken around each "
+             "block, µs per step, means over its blocks; outside the runtime is the step's "
+             "median less them):", "",
+             "| phase | " + " | ".join(steps) + " | what |",
+             "|---|" + "---|" * len(steps) + "---|"]
+    for p in PHASES:
+        lines.append(f"| {p} | " + " | ".join(f"{counted[p]:.0f}" for _, counted in
+                                              steps.values()) + f" | {PHASE_MEANING[p]} |")
+    outside = [step - sum(counted[p] for p in PHASES) for step, counted in steps.values()]
+    lines.append("| outside the runtime | " + " | ".join(f"{o:.0f}" for o in outside)
+                 + " | TensorFlow: the call, the variables' reads and the kernels' "
+                   "starts before the first enqueue (one grouped kernel: its members' "
+                   "outputs and descriptions), the function's return |")
+    return "\n".join(lines)
+
+
+def step_vs_local_and_mpi(us: Dict[str, float],
+                          method: str = "tfdist_function_100x16KiB") -> float:
+    """A tf.function step (by default the 100 allreduces) over (the same step
+    without communication + 2 x one MPI_Allreduce of its bytes): issue 25's
+    graph-mode yardstick."""
+    return us[method] / (us["local_function_100x16KiB"] + 2 * us["mpi_allreduce_1.6MB"])
 
 
 def step_vs_alone_and_mpi(us: Dict[str, float]) -> float:

@@ -39,6 +39,13 @@ def test_benchmark_runs_from_another_directory(tmp_path):
     assert set(phases) == {"arrival", "pickup", "negotiation", "collectives", "completion"}
     assert phases["collectives"] > 0 and min(phases.values()) >= 0, phases
     assert document["microseconds"]["tfdist_alone_function_100x16KiB"] > 0
+    # The grouped step is timed and split by its own counters: one kernel, whose
+    # one round carries the 100 members through the fusion buffer.
+    assert document["microseconds"]["tfdist_grouped_function_100x16KiB"] > 0
+    grouped = document["grouped_step_phases_us"]
+    assert set(grouped) == set(phases) and grouped["collectives"] > 0, grouped
+    assert document["grouped_step_allreduces_per_step"] >= 1
+    assert "| phase | 100 kernels | one grouped kernel | what |" in result.stdout
     assert "| outside the runtime |" in result.stdout
 
 
