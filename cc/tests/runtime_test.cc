@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
@@ -261,62 +260,6 @@ TFDIST_TEST(RuntimeRunsTensorsSubmittedInDifferentOrdersOnEachRank) {
     CHECK_OK(gathered[r]->Wait());
     CHECK_EQ_MSG(gathered[r]->output == gathered_expected, true, "allgather on rank " << r);
     CHECK_EQ_MSG(gathered[r]->output_shape == std::vector<int64_t>({6, 2}), true, "rank " << r);
-  }
-}
-
-// A grouped allreduce whose outputs lie one after another in one block (as
-// the grouped kernel allocates them) is reduced in that block: each rank's
-// members, of sizes that do not divide evenly among the ranks, with a
-// prescale and Average's postscale, and one member forwarded (its input is
-// its own place in the block), as TensorFlow does with a temporary input.
-TFDIST_TEST(RuntimeReducesAGroupInItsOutputBlock) {
-  constexpr int kSize = 3;
-  Cluster cluster(kSize);
-  const std::vector<size_t> counts = {16, 5, 33, 7};
-  size_t total = 0;
-  for (size_t count : counts) total += count;
-  std::vector<std::vector<float>> blocks(kSize, std::vector<float>(total, -1.0f));
-  std::vector<std::vector<std::unique_ptr<Pending>>> pending(kSize);
-  for (int r = 0; r < kSize; ++r) {
-    std::vector<Request> group;
-    size_t offset = 0;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      pending[r].push_back(std::make_unique<Pending>());
-      Pending& member = *pending[r].back();
-      member.input = InputOf(r, static_cast<int>(i), counts[i]);
-      Request request = Describe("block." + std::to_string(i), CollectiveType::kAllreduce,
-                                 DataType::kFloat32, {static_cast<int64_t>(counts[i])}, member);
-      request.output = blocks[r].data() + offset;
-      if (i == 2) {  // forwarded
-        std::copy(member.input.begin(), member.input.end(), blocks[r].begin() + offset);
-        request.input = request.output;
-      }
-      request.description.prescale = 2.0;
-      request.description.postscale = 1.0 / kSize;
-      request.description.group_size = static_cast<int>(counts.size());
-      group.push_back(std::move(request));
-      offset += counts[i];
-    }
-    CHECK_OK(cluster[r].EnqueueGroup(std::move(group)));
-  }
-  for (int r = 0; r < kSize; ++r) {
-    size_t offset = 0;
-    for (size_t i = 0; i < counts.size(); ++i) {
-      CHECK_OK(pending[r][i]->Wait());
-      const std::vector<float> sum = SumOver(AllRanks(kSize), static_cast<int>(i), counts[i]);
-      for (size_t k = 0; k < counts[i]; ++k) {
-        const float expected = sum[k] * 2.0f / kSize;
-        CHECK_MSG(std::abs(blocks[r][offset + k] - expected) <= 1e-5f * std::abs(expected),
-                  "member " << i << " element " << k << " on rank " << r << ": "
-                            << blocks[r][offset + k] << " != " << expected);
-      }
-      // The inputs that were not forwarded are as they were.
-      if (i != 2) {
-        CHECK_EQ_MSG(pending[r][i]->input == InputOf(r, static_cast<int>(i), counts[i]), true,
-                     "input " << i << " on rank " << r);
-      }
-      offset += counts[i];
-    }
   }
 }
 

@@ -53,9 +53,6 @@ absl::Status ParseScale(tf::OpKernelConstruction* c, const char* attr, double* o
   return absl::OkStatus();
 }
 
-// The alignment of a tensor's data that TensorFlow's kernels may require.
-constexpr size_t kOutputAlignment = 64;
-
 void* Base(tf::Tensor* t) { return const_cast<char*>(t->tensor_data().data()); }
 const void* Base(const tf::Tensor& t) { return t.tensor_data().data(); }
 
@@ -184,11 +181,8 @@ struct AllreduceAttrs {
     return absl::OkStatus();
   }
 
-  // `given_output`, when not null, is the output to use (a slice of a
-  // grouped kernel's output block); else the input is forwarded or an output
-  // allocated.
-  Status Describe(tf::OpKernelContext* ctx, int index, const Topology& topology, Request* r,
-                  const tf::Tensor* given_output = nullptr) const {
+  Status Describe(tf::OpKernelContext* ctx, int index, const Topology& topology,
+                  Request* r) const {
     const tf::Tensor& input = ctx->input(index);
     TensorDescription& d = r->description;
     TFDIST_RETURN_IF_ERROR(DescribeInput(input, CollectiveType::kAllreduce, &d));
@@ -196,58 +190,13 @@ struct AllreduceAttrs {
     TFDIST_RETURN_IF_ERROR(DescribeAlgorithm(algorithm, &d));
     TFDIST_RETURN_IF_ERROR(DescribeCompression(compression, &d));
     tf::Tensor* output = nullptr;
-    if (given_output != nullptr) {
-      ctx->set_output(index, *given_output);
-      output = ctx->mutable_output(index);
-    } else {
-      absl::Status s =
-          ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
-      if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
-    }
+    absl::Status s = ctx->forward_input_or_allocate_output({index}, index, input.shape(), &output);
+    if (!s.ok()) return Status::Internal("allocating the output: " + std::string(s.message()));
     r->input = Base(input);
     r->output = Base(output);
     return Status::OK();
   }
 };
-
-// The outputs of a grouped allreduce as consecutive slices of one
-// allocation, in input order, when they can be: the runtime then reduces
-// small members in that block instead of its fusion buffer and copies
-// nothing back out (CollectiveExecutor::AllreduceFused); one allocation
-// also replaces one per member. They can when the members share a
-// reducible dtype, none is empty, and each but the last fills whole units
-// of the alignment TensorFlow requires of a tensor's data, so that the next
-// one starts aligned. Otherwise `outputs` stays empty.
-Status OutputBlock(tf::OpKernelContext* ctx, std::vector<tf::Tensor>* outputs) {
-  const int n = ctx->num_inputs();
-  if (n < 2) return Status::OK();
-  const tf::DataType dtype = ctx->input(0).dtype();
-  DataType core_type;
-  if (!ToCoreType(dtype, &core_type).ok()) return Status::OK();
-  int64_t total = 0;
-  for (int i = 0; i < n; ++i) {
-    const tf::Tensor& input = ctx->input(i);
-    if (input.dtype() != dtype || input.NumElements() == 0) return Status::OK();
-    if (i + 1 < n && input.TotalBytes() % kOutputAlignment != 0) return Status::OK();
-    total += input.NumElements();
-  }
-  tf::Tensor block;
-  absl::Status s = ctx->allocate_temp(dtype, tf::TensorShape({total}), &block);
-  if (!s.ok()) return Status::Internal("allocating the outputs: " + std::string(s.message()));
-  std::vector<tf::Tensor> slices(n);
-  int64_t offset = 0;
-  for (int i = 0; i < n; ++i) {
-    const tf::Tensor& input = ctx->input(i);
-    const int64_t count = input.NumElements();
-    if (!slices[i].CopyFrom(block.Slice(offset, offset + count), input.shape()) ||
-        !slices[i].IsAligned()) {
-      return Status::OK();  // the members' own outputs, as without a block
-    }
-    offset += count;
-  }
-  *outputs = std::move(slices);
-  return Status::OK();
-}
 
 class AllreduceKernel : public CollectiveKernel {
  public:
@@ -294,12 +243,12 @@ class GroupedKernel : public tf::AsyncOpKernel {
       done();
     });
     std::vector<Request> requests(n);
-    for (int i = 0; i < n; ++i) requests[i].name = base + "." + std::to_string(i);
-    OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(DescribeMembers(ctx, handle.topology, &requests)),
-                         done);
-    for (Request& request : requests) {
-      request.description.group_size = n;
-      request.done = group.MemberDone();
+    for (int i = 0; i < n; ++i) {
+      requests[i].name = base + "." + std::to_string(i);
+      OP_REQUIRES_OK_ASYNC(ctx, ToTfStatus(DescribeMember(ctx, i, handle.topology,
+                                                          &requests[i])), done);
+      requests[i].description.group_size = n;
+      requests[i].done = group.MemberDone();
     }
     Status enqueued = handle.runtime->EnqueueGroup(std::move(requests));
     if (!enqueued.ok()) {
@@ -312,15 +261,6 @@ class GroupedKernel : public tf::AsyncOpKernel {
   // Describes input `index` as request `r` (its output is output `index`).
   virtual Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology& topology,
                                 Request* r) = 0;
-  // Describes every input, request i for input i.
-  virtual Status DescribeMembers(tf::OpKernelContext* ctx, const Topology& topology,
-                                 std::vector<Request>* requests) {
-    for (size_t i = 0; i < requests->size(); ++i) {
-      TFDIST_RETURN_IF_ERROR(DescribeMember(ctx, static_cast<int>(i), topology,
-                                            &(*requests)[i]));
-    }
-    return Status::OK();
-  }
 
  private:
   std::string tensor_name_;
@@ -338,18 +278,6 @@ class GroupedAllreduceKernel : public GroupedKernel {
   Status DescribeMember(tf::OpKernelContext* ctx, int index, const Topology& topology,
                         Request* r) override {
     return attrs_.Describe(ctx, index, topology, r);
-  }
-
-  Status DescribeMembers(tf::OpKernelContext* ctx, const Topology& topology,
-                         std::vector<Request>* requests) override {
-    std::vector<tf::Tensor> outputs;
-    TFDIST_RETURN_IF_ERROR(OutputBlock(ctx, &outputs));
-    for (size_t i = 0; i < requests->size(); ++i) {
-      TFDIST_RETURN_IF_ERROR(attrs_.Describe(ctx, static_cast<int>(i), topology,
-                                             &(*requests)[i],
-                                             outputs.empty() ? nullptr : &outputs[i]));
-    }
-    return Status::OK();
   }
 
  private:

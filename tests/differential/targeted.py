@@ -1,7 +1,6 @@
 """Hand-written cases for the edge cases of issue 21 (docs/compression.md, "Edge cases:
-what you get") and for paths that generated cases reach only by chance (a grouped
-allreduce's output block), run in the same job as the generated ones and held to the
-same rule: each must pass.
+what you get"), run in the same job as the generated ones and held to the same rule:
+each must pass.
 
 ``CASES`` lists them with the smallest number of ranks at which they mean something.
 ``disagreeing_settings`` is the job of its own that test_differential.py runs for ranks
@@ -112,61 +111,6 @@ def failed_restore_keeps_state(rank: int, size: int) -> Optional[str]:
         return f"after a failed restore the state holds {sorted(after)}, was {sorted(before)}"
     return ref.compare(after["topk.residual/dt.t4"], before["topk.residual/dt.t4"],
                        "state after a failed restore")
-
-
-def grouped_output_block(rank: int, size: int) -> Optional[str]:
-    """A grouped allreduce whose members can share one output block (one dtype, each but
-    the last a multiple of 64 bytes) is reduced in it: its eager results lie one after
-    another, and every result, eager and in a tf.function, with a large member among the
-    small ones, is the numpy average; groups that cannot share a block (an empty member,
-    mixed dtypes, an unaligned size) give the same results through the fusion buffer."""
-    shapes = [(16,), (4, 8), (70000,), (48,), (7,)]  # 280 KB: reduced where it lies
-
-    def inputs(r: int, dtype: str = "float32") -> List[np.ndarray]:
-        rng = np.random.default_rng(25 + r)
-        return [rng.integers(-50, 50, size=shape).astype(dtype) for shape in shapes]
-
-    def expected(dtype: str = "float32") -> List[np.ndarray]:
-        per_rank = [inputs(r, dtype) for r in range(size)]
-        return [(sum(x[i].astype(np.float64) for x in per_rank) * 2.0 / size).astype(dtype)
-                for i in range(len(shapes))]
-
-    mine = [tf.constant(x) for x in inputs(rank)]
-    eager = tfdist.grouped_allreduce(mine, op=tfdist.Average, prescale_factor=2.0,
-                                     name="dt.block.eager")
-    addresses = [y._numpy().__array_interface__["data"][0] for y in eager]
-    for i in range(len(eager) - 1):
-        if addresses[i + 1] != addresses[i] + eager[i]._numpy().nbytes:
-            return f"eager result {i + 1} does not follow result {i} in one block"
-
-    @tf.function
-    def in_graph(xs: List[tf.Tensor]) -> List[tf.Tensor]:
-        # Temporaries, which TensorFlow could forward to the outputs.
-        return tfdist.grouped_allreduce([x * 1.0 for x in xs], op=tfdist.Average,
-                                        prescale_factor=2.0, name="dt.block.graph")
-
-    for label, got in (("eager", eager), ("tf.function", in_graph(mine))):
-        for i, (y, want) in enumerate(zip(got, expected())):
-            failure = ref.compare(y.numpy(), want, f"{label} member {i}",
-                                  1e-6 * max(1.0, float(np.max(np.abs(want)))))
-            if failure:
-                return failure
-    # The same members in groups that cannot share a block.
-    others = {
-        "an empty member": ([tf.zeros([0])] + mine, [np.zeros(0, np.float32)] + expected()),
-        "mixed dtypes": ([tf.constant(inputs(rank, "float64")[0])] + mine[1:],
-                         [expected("float64")[0]] + expected()[1:]),
-        "an unaligned size": ([mine[4]] + mine[:4], [expected()[4]] + expected()[:4]),
-    }
-    for label, (xs, wants) in others.items():
-        got = tfdist.grouped_allreduce(xs, op=tfdist.Average, prescale_factor=2.0,
-                                       name=f"dt.block.{label.replace(' ', '_')}")
-        for i, (y, want) in enumerate(zip(got, wants)):
-            failure = ref.compare(y.numpy(), want, f"{label}, member {i}",
-                                  1e-6 * max(1.0, float(np.max(np.abs(want), initial=0.0))))
-            if failure:
-                return failure
-    return None
 
 
 def _job_total(value: int, name: str) -> int:
@@ -322,7 +266,7 @@ CASES = [(None, 1, warmup_count_survives_restore), (1, 1, powersgd_after_zero),
          (1, 1, powersgd_refill_follows_model), (2, 1, unnamed_refused),
          (6, 2, many_dims_state), (7, 1, failed_restore_keeps_state),
          (9, 2, uncompressed_bytes), (12, 1, float64_rounded_once), (12, 1, float64_warns_once),
-         (12, 2, sparse_gradient_uncompressed), (25, 1, grouped_output_block)]
+         (12, 2, sparse_gradient_uncompressed)]
 
 
 def cases(size: int) -> list:

@@ -100,20 +100,6 @@ double UnpackScale(const TensorDescription& d) {
   return ScalesWhilePacking(d) ? 1.0 : d.postscale;
 }
 
-// Whether the members' outputs lie one after another, in the group's order,
-// with nothing between them (none of them a stand-in, which has no output).
-bool OutputsFormOneBlock(const std::vector<Request*>& group) {
-  const char* next = nullptr;
-  for (const Request* r : group) {
-    if (r->stand_in || r->output == nullptr) return false;
-    const char* output = static_cast<const char*>(r->output);
-    if (next != nullptr && output != next) return false;
-    next = output + static_cast<size_t>(r->description.num_elements()) *
-                        DataTypeSize(r->description.dtype);
-  }
-  return true;
-}
-
 }  // namespace
 
 // What every plan holds: the executor whose paths it runs.
@@ -400,12 +386,9 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   const AllreduceAlgorithm algorithm = Resolve(d.algorithm, bytes, accumulation);
   const std::string& label = group[0]->name;
 
-  // One tensor reduced in its own type runs in its output buffer; so do
-  // several whose outputs lie one after another (a grouped allreduce's
-  // block, cc/tf/kernels.cc), which then need no copy out. Anything else is
-  // packed into the fusion buffer, converted to the accumulation type.
+  // One tensor reduced in its own type runs in its output buffer; anything
+  // else is packed into the fusion buffer, converted to the accumulation type.
   const bool in_place = group.size() == 1 && accumulation == d.dtype;
-  const bool in_block = !in_place && accumulation == d.dtype && OutputsFormOneBlock(group);
   // A stand-in (join_state.h) runs the same steps on the identity, in the
   // fusion buffer, which it reuses, rather than in memory of its own.
   const bool stand_in = in_place && group[0]->stand_in;
@@ -426,19 +409,12 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   // A lone tensor's postscale is applied by the algorithm as it completes
   // each piece of the result (on every rank, a stand-in included, so that
   // all hold the same bits), not in a pass of its own; "mpi" scales after.
-  const bool scale_inside = (in_place || in_block) && algorithm != AllreduceAlgorithm::kMpi;
+  const bool scale_inside = in_place && algorithm != AllreduceAlgorithm::kMpi;
   if (from_input) {
     // Nothing to copy in.
   } else if (in_place) {
     TimelineSpan span(timeline_, label, "COPY_INPUT", 1, bytes);
     CopyIn(*group[0], buffer, d.dtype, total);
-  } else if (in_block) {
-    TimelineSpan span(timeline_, label, "COPY_INPUT", group.size(), bytes);
-    AdviseHugePages(buffer, bytes);
-    for (const Request* r : group) {
-      if (r->input == r->output && PackScale(d) == 1.0) continue;  // forwarded: in place
-      CopyIn(*r, r->output, d.dtype, static_cast<size_t>(r->description.num_elements()));
-    }
   } else {
     TimelineSpan span(timeline_, label, "FUSION_COPY_IN", group.size(), bytes);
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
@@ -470,10 +446,10 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
                                   scale_inside ? UnpackScale(d) : 1.0));
   }
 
-  if (((in_place && !stand_in) || in_block) && !scale_inside && UnpackScale(d) != 1.0) {
-    TimelineSpan span(timeline_, label, "SCALE_OUTPUT", group.size(), bytes);
+  if (in_place && !stand_in && !scale_inside && UnpackScale(d) != 1.0) {
+    TimelineSpan span(timeline_, label, "SCALE_OUTPUT", 1, bytes);
     ConvertScaled(buffer, d.dtype, buffer, d.dtype, total, UnpackScale(d));
-  } else if (!in_place && !in_block) {
+  } else if (!in_place) {
     TimelineSpan span(timeline_, label, "FUSION_COPY_OUT", group.size(), bytes);
     size_t offset = 0;
     for (Request* r : group) {
