@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from tfdist import _arguments, compression as _compression, ops
@@ -72,14 +71,10 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
         return ops.grouped_allreduce(tensors, op, name, prescale_factor, postscale_factor,
                                      algorithm, process_set)
     op = ops._checked(op, name, prescale_factor, postscale_factor)
-    if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
-            tensors, "__iter__"):
-        raise TypeError("tensors must be a list or tuple of tensors, got "
-                        f"{type(tensors).__name__}; for one tensor use tfdist.allreduce")
+    tensors = ops._tensor_list(tensors, "allreduce")
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
     ops._check_adasum_algorithm(op, algorithm)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
     compressor = _compression.as_compressor(compression)
     _compression.check_compression(compressor, op, algorithm)
     check_compressed_set(compressor, process_set, "tfdist.grouped_allreduce")

@@ -185,14 +185,10 @@ def grouped_allreduce(tensors: Sequence[tf.Tensor], op: ReduceOp = Average,
     (tfdist/collectives.py).
     """
     op = _checked(op, name, prescale_factor, postscale_factor)
-    if isinstance(tensors, (tf.Tensor, tf.Variable, np.ndarray, str)) or not hasattr(
-            tensors, "__iter__"):
-        raise TypeError("tensors must be a list or tuple of tensors, got "
-                        f"{type(tensors).__name__}; for one tensor use tfdist.allreduce")
+    tensors = _tensor_list(tensors, "allreduce")
     if algorithm is not None and type(algorithm) is not str:
         _arguments.name(algorithm, "algorithm")
     _check_adasum_algorithm(op, algorithm)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
     return grouped_allreduce_with_cast(tensors, op, name, prescale_factor, postscale_factor,
                                        algorithm, process_set=process_set)
 
