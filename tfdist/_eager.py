@@ -108,8 +108,16 @@ class _ResultBuffers:
             collections.OrderedDict())
         self._lock = threading.Lock()
 
-    def take(self, nbytes: int) -> np.ndarray:
-        """``nbytes`` of uint8, 64-byte aligned, that no tensor uses."""
+    def take(self, nbytes: int, dtype: np.dtype = np.dtype(np.uint8),
+             shape: Optional[Tuple[int, ...]] = None) -> np.ndarray:
+        """``nbytes`` as an array of ``dtype`` and ``shape`` (default: flat), 64-byte
+        aligned, in a buffer nothing else uses.
+
+        The array holds its buffer from the moment it exists, and it is made before
+        the lock is released: a bare aligned part handed out and viewed by the caller
+        afterwards would leave a moment in which another thread's call found the
+        buffer free and took it too.
+        """
         with self._lock:
             entries = self._buffers.get(nbytes)
             if entries is None:
@@ -124,12 +132,19 @@ class _ResultBuffers:
                     # view, a reshape) refers to the allocation too: NumPy gives it
                     # that base.
                     if sys.getrefcount(entry[0]) == 3:
-                        return entry[1]
+                        return self._shaped(entry[1], dtype, shape)
             entry = self._allocate(nbytes)
             entries.append(entry)
             if len(entries) > self.PER_SIZE:
                 del entries[0]  # still used by its tensors, which keep it alive
-            return entry[1]
+            return self._shaped(entry[1], dtype, shape)
+
+    @staticmethod
+    def _shaped(aligned: np.ndarray, dtype: np.dtype,
+                shape: Optional[Tuple[int, ...]]) -> np.ndarray:
+        # A view of a view has the allocation as its base: it holds the buffer.
+        array = aligned.view(dtype)
+        return array if shape is None else array.reshape(shape)
 
     @staticmethod
     def _allocate(nbytes: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -148,7 +163,7 @@ def _new_result(source: np.ndarray) -> np.ndarray:
     use its memory as it is."""
     if source.nbytes < _ALIGNED_FROM_BYTES:
         return np.empty_like(source)
-    return _result_buffers().take(source.nbytes).view(source.dtype).reshape(source.shape)
+    return _result_buffers().take(source.nbytes, source.dtype, source.shape)
 
 
 def _eligible(tensor) -> bool:

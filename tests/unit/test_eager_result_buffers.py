@@ -21,6 +21,21 @@ def test_a_buffer_is_aligned_and_taken_again_once_nothing_uses_it():
     assert _address(buffers.take(1000)) % _eager._TENSOR_ALIGNMENT == 0
 
 
+def test_the_array_taken_holds_its_buffer():
+    # Two calls in a row, as two threads' calls may come: the first array, not yet
+    # viewed by its caller, must not be handed out again.
+    buffers = _eager._ResultBuffers()
+    first = buffers.take(4096, np.dtype(np.float32), (32, 32))
+    second = buffers.take(4096, np.dtype(np.float32), (32, 32))
+    assert first.shape == second.shape == (32, 32) and first.dtype == np.float32
+    assert _address(first) != _address(second), "a buffer in use was taken"
+    assert _address(first) % _eager._TENSOR_ALIGNMENT == 0
+    assert _address(second) % _eager._TENSOR_ALIGNMENT == 0
+    address = _address(first)
+    del first
+    assert _address(buffers.take(4096)) == address  # free again once dropped
+
+
 def test_a_chain_of_calls_takes_turns_between_two_buffers(monkeypatch):
     allocations = []
     allocate = _eager._ResultBuffers._allocate
