@@ -123,6 +123,23 @@ def check_out_of_order_threads(rank, size):
     for i in range(len(names)):
         np.testing.assert_allclose(results[i], np.full(i + 1, i * total))
 
+    # Four threads at once, each a chain of eager allreduces of the same sizes
+    # (256 KiB to 1 MiB: the fast path's cached, aligned result buffers), each
+    # result checked while the others run: no two calls may share a buffer.
+    def chain(t):
+        wrong = []
+        for k in range(12):
+            count = 65536 * (1 + k % 4)
+            value = float(100 * t + k)
+            got = tfdist.allreduce(tf.fill([count], value * (rank + 1)), op=tfdist.Sum,
+                                   name=f"ooo.big.{t}.{k % 3}").numpy()
+            if not np.array_equal(got, np.full(count, value * total, np.float32)):
+                wrong.append((k, float(got[0]), value * total))
+        return wrong
+    joins = [in_thread(lambda t=t: chain(t)) for t in range(4)]
+    wrong = {t: j() for t, j in enumerate(joins)}
+    assert not any(wrong.values()), f"rank {rank}: wrong results {wrong}"
+
 
 def check_out_of_order_function(rank, size):
     # Inside one tf.function, "fn.a" waits for a 0.3 s sleep on even ranks and
