@@ -19,8 +19,9 @@ own in the same job:
   communication: ``allreduce - runtime`` is shown beside it as a check;
 - ``negotiation floor``: one MPI_Allreduce (BAND) of the 16-byte bit vector a
   cached round exchanges; ``data floor``: MPI_Allreduce of the tensor's bytes;
-- ``op path``: the same call through the TensorFlow op (forced algorithm, the
-  one auto runs): TensorFlow's eager dispatch that the fast path skips;
+- ``op path``: the same call through the TensorFlow op (the fast path's size
+  limit set to 0 around it, the algorithm auto runs forced): TensorFlow's eager
+  dispatch that the fast path skips;
 - ``tf.function``: one allreduce in a ``tf.function`` (the kernel wakes the
   background thread, which runs the round and completes the op: the hand-off
   and wake-up) and the same function with ``tf.identity``;
@@ -66,6 +67,7 @@ import numpy as np
 
 from benchmarks import _results
 from benchmarks._interleaved import round_order, slowest_seconds_per_call
+from benchmarks._op_path import through_op
 
 SIZES = (4, 64 * 1024)
 WARMUP_CALLS = 3  # per part, before the timed rounds (measure)
@@ -92,12 +94,13 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
 
     def runtime():
         failed = entry(encoded, dtype_code, source.shape, source, result, int(tfdist.Sum),
-                       1.0, 1.0, 0)
+                       1.0, 1.0, 0, 0)
         assert failed is None, failed
 
     def python():
         # What _eager.allreduce and ops.allreduce do around the library call.
         ops._checked(tfdist.Sum, name, 1.0, 1.0)
+        ops._algorithm_attr(None)
         assert _eager._eligible(x)
         own = x._numpy()
         out = np.empty_like(own)
@@ -127,8 +130,8 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
         "python": python,
         "negotiation_floor": lambda: comm.Allreduce(bits, bits_out, op=MPI.BAND),
         "data_floor": lambda: comm.Allreduce(send, receive, op=MPI.SUM),
-        "op_path": lambda: tfdist.allreduce(x, op=tfdist.Sum, name=name + ".op",
-                                            algorithm=algorithm),
+        "op_path": through_op(lambda: tfdist.allreduce(x, op=tfdist.Sum, name=name + ".op",
+                                                       algorithm=algorithm)),
         "function_allreduce": lambda: function_allreduce(x),
         "function_identity": lambda: function_identity(x),
         "identity": lambda: tf.identity(x),

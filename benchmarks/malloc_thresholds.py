@@ -8,8 +8,8 @@ jobs (``tfdistrun -np N``), alternately with ``FIXED_THRESHOLDS`` added to
 ``GLIBC_TUNABLES`` and without, the first setting alternating too. Each job times,
 in interleaved rounds, three ways of making the same allreduce: ``tfdist.allreduce``
 with the default algorithm (up to 1 MiB the eager fast path, which allocates its
-result with NumPy on every call), the same call with the ring forced (the op
-path, whose output TensorFlow allocates) and mpi4py's ``MPI_Allreduce`` (Open
+result with NumPy on every call), the same call with the ring forced through
+the op (``through_op``; its output TensorFlow allocates) and mpi4py's ``MPI_Allreduce`` (Open
 MPI allocates scratch space inside every call). For each it counts the minor
 page faults per call, the sign of memory handed back and fetched again.
 
@@ -31,6 +31,7 @@ from typing import Any, Dict, List
 
 from benchmarks import _results
 from benchmarks._interleaved import paired_ratio, round_order, warm_auto_past_its_trials
+from benchmarks._op_path import through_op
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("auto", "ring", "mpi")
@@ -60,8 +61,9 @@ def _worker(sizes: List[int], rounds: int, calls: int) -> Dict[str, Any]:
         receive = np.empty_like(send)
         ways = {
             "auto": lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"mt.auto.{nbytes}"),
-            "ring": lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"mt.ring.{nbytes}",
-                                             algorithm="ring"),
+            "ring": through_op(lambda: tfdist.allreduce(x, op=tfdist.Sum,
+                                                        name=f"mt.ring.{nbytes}",
+                                                        algorithm="ring")),
             "mpi": lambda: comm.Allreduce(send, receive, op=MPI.SUM),
         }
         warm_auto_past_its_trials(comm, lambda n: [ways["auto"]() for _ in range(n)])

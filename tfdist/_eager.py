@@ -8,9 +8,11 @@ the library's C API (``cc/tf/eager_api.cc``): the same request, names,
 validation and errors as the op, without the dispatch.
 
 The op is still used whenever it may matter: inside ``tf.function``, while a
-gradient tape could record the call, for tensors on other devices, and for
-tensors over ``FAST_PATH_MAX_BYTES`` (where the dispatch it saves is a small
-part of the call).
+gradient tape could record the call, for tensors on other devices, for a
+16-bit compression cast, and for tensors over ``FAST_PATH_MAX_BYTES`` (where
+the dispatch it saves is a small part of the call). A forced ``algorithm=``
+takes the fast path like the default: the runtime reads it from the request
+either way.
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def _error_class(code: int) -> type:
 @functools.lru_cache(maxsize=None)
 def _entry_point() -> Callable:
     """The library's call: allreduce(name, dtype code, shape, input, output, op,
-    prescale, postscale, process set id) -> None, or (StatusCode, message)."""
+    prescale, postscale, algorithm code, process set id) -> None, or (StatusCode,
+    message)."""
     return _library.eager_module().allreduce
 
 
@@ -176,11 +179,13 @@ def _eligible(tensor) -> bool:
 
 
 def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
-              postscale: float, process_set_id: int = 0) -> Optional[tf.Tensor]:
+              postscale: float, process_set_id: int = 0,
+              algorithm: int = 0) -> Optional[tf.Tensor]:
     """The allreduce done without the op, or None when the op must be used.
 
-    ``op`` is a valid reduce_op code (the caller checks). Anything unusual (a
-    dtype the op rejects) returns None, so that the op's path reports it.
+    ``op`` is a valid reduce_op code and ``algorithm`` a valid algorithm code
+    (the op's attributes; the caller checks). Anything unusual (a dtype the op
+    rejects) returns None, so that the op's path reports it.
     """
     if not _eligible(tensor):
         return None
@@ -195,7 +200,8 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
         source = source.__array_interface__["data"][0]
         into = result.__array_interface__["data"][0]
     failed = _entry_point()(_encoded(name), _CORE_DTYPE[dtype], shape, source, into,
-                            int(op), float(prescale), float(postscale), process_set_id)
+                            int(op), float(prescale), float(postscale), algorithm,
+                            process_set_id)
     if failed is not None:
         code, message = failed
         raise _error_class(code)(None, None, message)

@@ -157,13 +157,15 @@ def allreduce_with_cast(tensor: tf.Tensor, op: ReduceOp = Average, name: Optiona
     set_id = 0 if process_set is None else process_set_id(process_set, "allreduce")
     # The common case; anything else is checked and reported below. IntEnum
     # members hash as their ints, so plain codes are found in the set too.
-    if algorithm is None and not cast_code and isinstance(op, int) and op in _REDUCE_OPS:
-        output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor, set_id)
+    algorithm_code = _algorithm_attr(algorithm)
+    if not cast_code and isinstance(op, int) and op in _REDUCE_OPS:
+        output = _eager.allreduce(tensor, op, name, prescale_factor, postscale_factor, set_id,
+                                  algorithm_code)
         if output is not None:
             return output
     _check_reducible(tensor, "allreduce")
     output = _library.ops().tfdist_allreduce(
-        tensor, algorithm=_algorithm_attr(algorithm), compression=int(cast_code),
+        tensor, algorithm=algorithm_code, compression=int(cast_code),
         name=_node_name(name), **_reduction_attrs(op, prescale_factor, postscale_factor),
         **_naming(name, set_id))
     _independent(output)

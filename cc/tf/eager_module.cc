@@ -73,19 +73,19 @@ bool ToInt(PyObject* object, int* value) {
 }
 
 // allreduce(name: bytes, dtype: int, shape: tuple, input, output, reduce_op: int,
-//           prescale: float, postscale: float, process_set: int)
+//           prescale: float, postscale: float, algorithm: int, process_set: int)
 //   -> None, or (status code, message) when the collective failed.
 // The GIL is released while the collective runs.
 PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
-  if (count != 9) {
-    PyErr_Format(PyExc_TypeError, "allreduce takes 9 arguments, got %zd", count);
+  if (count != 10) {
+    PyErr_Format(PyExc_TypeError, "allreduce takes 10 arguments, got %zd", count);
     return nullptr;
   }
   const char* name = PyBytes_AsString(args[0]);
   if (name == nullptr) return nullptr;
-  int dtype = 0, reduce_op = 0, process_set = 0;
+  int dtype = 0, reduce_op = 0, algorithm = 0, process_set = 0;
   if (!ToInt(args[1], &dtype) || !ToInt(args[5], &reduce_op) ||
-      !ToInt(args[8], &process_set)) {
+      !ToInt(args[8], &algorithm) || !ToInt(args[9], &process_set)) {
     return nullptr;
   }
   if (!PyTuple_Check(args[2])) {
@@ -132,8 +132,8 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
   int code = 0;
   Py_BEGIN_ALLOW_THREADS
   code = tfdist_eager_allreduce(name, dtype, shape.data(), static_cast<int>(ndims), input,
-                                output, reduce_op, prescale, postscale, /*algorithm=*/0,
-                                process_set, error, kErrorBytes);
+                                output, reduce_op, prescale, postscale, algorithm, process_set,
+                                error, kErrorBytes);
   Py_END_ALLOW_THREADS
   if (code == 0) Py_RETURN_NONE;
   return Py_BuildValue("(iN)", code, PyUnicode_DecodeUTF8(error, std::strlen(error), "replace"));
@@ -143,7 +143,7 @@ PyMethodDef kMethods[] = {
     {"allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(EagerAllreduce)),
      METH_FASTCALL,
      "allreduce(name, dtype, shape, input, output, reduce_op, prescale, postscale, "
-     "process_set): None, or (code, message) on failure."},
+     "algorithm, process_set): None, or (code, message) on failure."},
     {nullptr, nullptr, 0, nullptr},
 };
 

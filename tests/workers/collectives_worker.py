@@ -312,8 +312,33 @@ def check_eager_fast_path(rank, size):
         assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
         assert len(calls) == 14, calls
 
+        # A forced algorithm takes the fast path too, and runs: every algorithm the
+        # library has, at two sizes (a 4-byte tensor and one that the ring and
+        # Rabenseifner cut into pieces that do not divide evenly), each checked.
+        before = tfdist.stats()["algorithm_calls"]
+        algorithms = [a for a in eager._library.allreduce_algorithms() if a != "auto"]
+        for algorithm in algorithms:
+            for shape in ((1,), (1031,)):
+                part = tf.constant(contribution(rank, shape, tfdist.Sum), tf.float32)
+                forced = tfdist.allreduce(part, op=tfdist.Sum, algorithm=algorithm,
+                                          name=f"fast.forced.{algorithm}.{shape[0]}")
+                assert calls[-1] == f"fast.forced.{algorithm}.{shape[0]}".encode(), calls
+                np.testing.assert_allclose(
+                    forced.numpy(), reference(size, shape, tf.float32, tfdist.Sum), rtol=1e-6)
+        after = tfdist.stats()["algorithm_calls"]
+        for algorithm in algorithms:
+            assert after[algorithm] >= before[algorithm] + 2, (algorithm, before, after)
+        assert len(calls) == 14 + 2 * len(algorithms), calls
+        try:
+            tfdist.allreduce(x, op=tfdist.Sum, algorithm="fastest", name="fast.unknown")
+        except ValueError as error:
+            assert "fastest" in str(error), error
+        else:
+            raise AssertionError("an unknown algorithm was accepted")
+        assert len(calls) == 14 + 2 * len(algorithms), calls
+
         # The op is used where it matters: a tape that may record, a traced
-        # function, a forced algorithm, a tensor over the size limit.
+        # function, a tensor over the size limit.
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = tfdist.allreduce(x, op=tfdist.Sum, name="fast.taped")
@@ -321,12 +346,14 @@ def check_eager_fast_path(rank, size):
         np.testing.assert_array_equal(tape.gradient(y, x).numpy(), np.full(3, size, np.float32))
         assert calls[-1] == b"fast.taped/grad", calls
         tf.function(lambda: tfdist.allreduce(x, op=tfdist.Sum, name="fast.traced"))()
-        tfdist.allreduce(x, op=tfdist.Sum, name="fast.forced", algorithm="ring")
         count = eager.FAST_PATH_MAX_BYTES // 4 + 1
         big = tf.fill([count], float(rank + 1))
         total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big")
         np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
-        assert len(calls) == 15, calls
+        total = tfdist.allreduce(big, op=tfdist.Sum, name="fast.big.ring", algorithm="ring")
+        np.testing.assert_array_equal(total.numpy(), np.full(count, size * (size + 1) / 2))
+        taken = 15 + 2 * len(algorithms)
+        assert len(calls) == taken, calls
 
         # The library's entry checks what it is given before it runs anything,
         # on every rank alike, so no rank is left waiting.
@@ -336,19 +363,19 @@ def check_eager_fast_path(rank, size):
         frozen.flags.writeable = False
         for arguments, error in [
                 ((b"fast.count", 6, (3,), source, np.empty(3, np.float32)), TypeError),
-                (("fast.text", 6, (3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                (("fast.text", 6, (3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0, 0),
                  TypeError),
-                ((b"fast.shape", 6, [3], source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                ((b"fast.shape", 6, [3], source, np.empty(3, np.float32), 1, 1.0, 1.0, 0, 0),
                  TypeError),
-                ((b"fast.frozen", 6, (3,), source, frozen, 1, 1.0, 1.0, 0),
+                ((b"fast.frozen", 6, (3,), source, frozen, 1, 1.0, 1.0, 0, 0),
                  (BufferError, ValueError)),
-                ((b"fast.object", 6, (3,), object(), np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                ((b"fast.object", 6, (3,), object(), np.empty(3, np.float32), 1, 1.0, 1.0, 0, 0),
                  TypeError),
-                ((b"fast.short", 6, (3,), source, np.empty(2, np.float32), 1, 1.0, 1.0, 0),
+                ((b"fast.short", 6, (3,), source, np.empty(2, np.float32), 1, 1.0, 1.0, 0, 0),
                  ValueError),
-                ((b"fast.long", 6, (4,), source, np.empty(4, np.float32), 1, 1.0, 1.0, 0),
+                ((b"fast.long", 6, (4,), source, np.empty(4, np.float32), 1, 1.0, 1.0, 0, 0),
                  ValueError),
-                ((b"fast.negative", 6, (-3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0),
+                ((b"fast.negative", 6, (-3,), source, np.empty(3, np.float32), 1, 1.0, 1.0, 0, 0),
                  ValueError)]:
             try:
                 real(*arguments)
@@ -356,7 +383,7 @@ def check_eager_fast_path(rank, size):
                 pass
             else:
                 raise AssertionError(f"{arguments[0]!r} was accepted")
-        assert not frozen.any() and len(calls) == 15, calls
+        assert not frozen.any() and len(calls) == taken, calls
 
         # Errors come back as the op's errors.
         try:
@@ -365,7 +392,7 @@ def check_eager_fast_path(rank, size):
             assert "fast.mismatch" in str(error), error
         else:
             assert size == 1, "a shape mismatch did not fail"
-        assert len(calls) == 16, calls
+        assert len(calls) == taken + 1, calls
     finally:
         eager._entry_point = lambda: entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)
