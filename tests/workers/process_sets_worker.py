@@ -71,6 +71,12 @@ def disjoint_sets_every_collective(rank, size):
     np.testing.assert_allclose(got, sum(inputs(r) for r in members), rtol=1e-6)
     got = tfdist.allreduce(x, name="avg", process_set=ps).numpy()
     np.testing.assert_allclose(got, np.mean([inputs(r) for r in members], axis=0), rtol=1e-6)
+    # A forced algorithm on a set (the eager fast path carries both), every one.
+    for algorithm in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"):
+        got = tfdist.allreduce(x, op=tfdist.Sum, name=f"forced.{algorithm}", algorithm=algorithm,
+                               process_set=ps).numpy()
+        np.testing.assert_allclose(got, sum(inputs(r) for r in members), rtol=1e-6,
+                                   err_msg=algorithm)
     got = tfdist.grouped_allreduce([x, 2 * x], op=tfdist.Max, process_set=ps)
     np.testing.assert_allclose(got[1].numpy(), 2 * inputs(members[-1]), rtol=1e-6)
     rows = tf.fill([rank + 1, 2], float(rank))
