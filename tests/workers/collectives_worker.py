@@ -249,13 +249,15 @@ def check_eager_fast_path(rank, size):
         assert len(calls) == 4 and calls[-1] == b"fast.at_limit", calls
         np.testing.assert_allclose(mean.numpy(), np.full(count, (size + 1) / 2), rtol=1e-6)
         # A large result is made aligned and the tensor uses that memory as it is
-        # (no copy); a 2-D float64 one, and a second call must not overwrite it.
+        # (no copy); a 2-D float64 one of the smallest size made so, and a second
+        # call must not overwrite it.
         made = []
         new_result = eager._new_result
         eager._new_result = lambda source: made.append(new_result(source)) or made[-1]
+        wide_shape = (eager._ALIGNED_FROM_BYTES // 8 // 128, 128)
         try:
-            wide = np.arange(256 * 160, dtype=np.float64).reshape(256, 160) * (rank + 1)
-            assert wide.nbytes >= eager._ALIGNED_FROM_BYTES
+            wide = np.arange(np.prod(wide_shape), dtype=np.float64).reshape(wide_shape) * (rank + 1)
+            assert wide.nbytes == eager._ALIGNED_FROM_BYTES
             sums = [tfdist.allreduce(tf.constant(wide * k), op=tfdist.Sum, name=f"fast.wide{k}")
                     for k in (1, 2)]
         finally:
@@ -265,10 +267,10 @@ def check_eager_fast_path(rank, size):
             assert array.__array_interface__["data"][0] % eager._TENSOR_ALIGNMENT == 0
             assert total._numpy().__array_interface__["data"][0] == \
                 array.__array_interface__["data"][0], "the result was copied"
-            assert total.shape == (256, 160) and total.dtype == tf.float64
+            assert total.shape == wide_shape and total.dtype == tf.float64
             np.testing.assert_array_equal(
-                total.numpy(), k * np.arange(256 * 160, dtype=np.float64).reshape(256, 160)
-                * size * (size + 1) / 2)
+                total.numpy(), k * np.arange(np.prod(wide_shape), dtype=np.float64).reshape(
+                    wide_shape) * size * (size + 1) / 2)
         # A result buffer is taken again once no tensor uses it, and never while one
         # does: not while a reshape of the result lives on, nor the result itself.
         def address(tensor):
