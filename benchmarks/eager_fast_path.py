@@ -17,7 +17,9 @@ the same job, so that auto runs the same algorithm in all three:
 
 Each cell is the median over rounds of the slowest rank's mean per call. The
 ratio fast / op says where ``FAST_PATH_MAX_BYTES`` belongs (docs/runtime.md,
-"The eager fast path").
+"The eager fast path"); "fast / unaligned, paired" (the median over rounds of
+the two blocks' ratio within a round) where ``_ALIGNED_FROM_BYTES`` does:
+below it the two are the same calls, an A/A control.
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from typing import Any, Dict, List
 import numpy as np
 
 from benchmarks import _results
-from benchmarks._interleaved import algorithms_run, round_order, slowest_seconds_per_call
+from benchmarks._interleaved import (algorithms_run, paired_ratio, round_order,
+                                     slowest_seconds_per_call)
 
 DEFAULT_SIZES = "65536,131072,262144,524288,1048576,4194304,16777216"
 METHODS = ("op", "fast", "fast, unaligned")
@@ -82,6 +85,8 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
                 row[f"{method}_us"] = statistics.median(samples[method]) * 1e6
             row["fast_vs_op"] = row["fast_us"] / row["op_us"]
             row["unaligned_vs_op"] = row["fast, unaligned_us"] / row["op_us"]
+            row["fast_vs_unaligned_paired"] = paired_ratio(samples["fast"],
+                                                           samples["fast, unaligned"])
             rows.append(row)
             if comm.rank == 0:
                 print(_format_row(row), flush=True)
@@ -96,12 +101,18 @@ def _size(nbytes: int) -> str:
 
 HEADER = ("| size | auto ran | op µs | fast µs | fast, unaligned µs | fast / op | "
           "unaligned / op |\n|---|---|---|---|---|---|---|")
+# Files from before the paired column render as they did.
+PAIRED_HEADER = ("| size | auto ran | op µs | fast µs | fast, unaligned µs | fast / op | "
+                 "unaligned / op | fast / unaligned, paired |\n|---|---|---|---|---|---|---|---|")
 
 
 def _format_row(row: Dict[str, Any]) -> str:
-    return (f"| {_size(row['bytes'])} | {row['auto_ran']} | {row['op_us']:.1f} | "
-            f"{row['fast_us']:.1f} | {row['fast, unaligned_us']:.1f} | "
-            f"{row['fast_vs_op']:.2f} | {row['unaligned_vs_op']:.2f} |")
+    cells = (f"| {_size(row['bytes'])} | {row['auto_ran']} | {row['op_us']:.1f} | "
+             f"{row['fast_us']:.1f} | {row['fast, unaligned_us']:.1f} | "
+             f"{row['fast_vs_op']:.2f} | {row['unaligned_vs_op']:.2f} |")
+    if "fast_vs_unaligned_paired" in row:
+        cells += f" {row['fast_vs_unaligned_paired']:.3f} |"
+    return cells
 
 
 def summary(document: Dict[str, Any]) -> str:
@@ -112,7 +123,9 @@ def summary(document: Dict[str, Any]) -> str:
         f"np = {document['np']}; eager `tfdist.allreduce` (float32 Sum, auto) through the op "
         f"and through the fast path (limit {document['limit_bytes']} B in tfdist), median over "
         f"{first['rounds']} interleaved rounds of {first['calls']} calls of the slowest "
-        f"rank's mean per call.", "", HEADER, *(_format_row(r) for r in rows)])
+        f"rank's mean per call.", "",
+        PAIRED_HEADER if rows and "fast_vs_unaligned_paired" in rows[0] else HEADER,
+        *(_format_row(r) for r in rows)])
 
 
 def main(argv: List[str]) -> int:
@@ -133,7 +146,7 @@ def main(argv: List[str]) -> int:
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     if comm.rank == 0:
-        print(HEADER, flush=True)
+        print(PAIRED_HEADER, flush=True)
     rows = measure(comm, sizes, args.rounds, args.calls)
     if comm.rank == 0:
         _results.publish(args, "eager_fast_path",
