@@ -47,12 +47,11 @@ FAST_PATH_MAX_BYTES = 1024 * 1024
 #: an unaligned result was copied once more: 27 us a MiB here, which made the
 #: fast path 1.10-1.54x the op's time from 1 MiB up.
 _TENSOR_ALIGNMENT = 64
-#: Results from this size up take an aligned buffer from ``_ResultBuffers``;
-#: below, TensorFlow's copy of an unaligned result costs less than the cache's
-#: Python. Aligning on every call lost to the copy up to 128 KiB; taking a
-#: cached buffer won from 64 KiB (paired 0.94-0.96x the copy at np 1 and 2, 0.87-0.97x
-#: at 128 KiB) and lost at 16 KiB (1.05-1.18x) (benchmarks.eager_fast_path).
-_ALIGNED_FROM_BYTES = 64 * 1024
+#: Results from this size up are allocated aligned; below, the copy costs less
+#: than aligning does (64-128 KiB: the unaligned result was the faster). With the
+#: cached buffers of _ResultBuffers, 64 KiB was tried too and did not pay
+#: (benchmarks.eager_fast_path, docs/runtime.md "The eager fast path").
+_ALIGNED_FROM_BYTES = 256 * 1024
 
 # tf dtype enum -> the core's DataType code (cc/core/base/data_type.h).
 _CORE_DTYPE = {dtype.as_datatype_enum: code
