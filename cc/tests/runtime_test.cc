@@ -555,6 +555,17 @@ TFDIST_TEST(RuntimePhaseCountersTimeEachPartOfARound) {
     CHECK_OK(pending[r]->Wait());
     CHECK_EQ_MSG(pending[r]->output == SumOver(AllRanks(2), 0, kCount), true, "rank " << r);
   }
+  // The background thread adds a round's completion and collective times
+  // after the callbacks return, so a callback's waiter can look before they
+  // are in: wait (boundedly) until both are.
+  for (int r = 0; r < 2; ++r) {
+    const tfdist::Stats& stats = cluster[r].stats();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((stats.collectives_ns.load() == 0 || stats.completion_ns.load() < ns(kCallback)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   for (int r = 0; r < 2; ++r) {
     const tfdist::Stats& stats = cluster[r].stats();
     CHECK_MSG(stats.pickup_ns.load() > 0, "rank " << r);
