@@ -161,7 +161,10 @@ def stats() -> Dict[str, Any]:
     request's enqueue to the last one's), ``pickup`` (from there to the
     round that takes them), ``negotiation``, ``collectives`` and
     ``completion`` (the ops' completion callbacks, in which TensorFlow runs
-    what consumes the results); docs/runtime.md tells how to read them.
+    what consumes the results); docs/runtime.md tells how to read them. A
+    round's phases are added when the round ends, after its completion
+    callbacks: read right after a result that the background thread
+    delivered, they may not include that result's round yet.
     """
     names = _library.stat_names()  # the library's names and order
     values = (ctypes.c_uint64 * len(names))()
