@@ -99,11 +99,15 @@ def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
-HEADER = ("| size | auto ran | op µs | fast µs | fast, unaligned µs | fast / op | "
-          "unaligned / op |\n|---|---|---|---|---|---|---|")
-# Files from before the paired column render as they did.
-PAIRED_HEADER = ("| size | auto ran | op µs | fast µs | fast, unaligned µs | fast / op | "
-                 "unaligned / op | fast / unaligned, paired |\n|---|---|---|---|---|---|---|---|")
+COLUMNS = ("size", "auto ran", "op µs", "fast µs", "fast, unaligned µs", "fast / op",
+           "unaligned / op")
+PAIRED_COLUMN = "fast / unaligned, paired"
+
+
+def _header(paired: bool) -> str:
+    """The table's header; files from before the paired column render without it."""
+    columns = COLUMNS + ((PAIRED_COLUMN,) if paired else ())
+    return "| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|"
 
 
 def _format_row(row: Dict[str, Any]) -> str:
@@ -124,7 +128,7 @@ def summary(document: Dict[str, Any]) -> str:
         f"and through the fast path (limit {document['limit_bytes']} B in tfdist), median over "
         f"{first['rounds']} interleaved rounds of {first['calls']} calls of the slowest "
         f"rank's mean per call.", "",
-        PAIRED_HEADER if rows and "fast_vs_unaligned_paired" in rows[0] else HEADER,
+        _header(bool(rows) and "fast_vs_unaligned_paired" in rows[0]),
         *(_format_row(r) for r in rows)])
 
 
@@ -146,7 +150,7 @@ def main(argv: List[str]) -> int:
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     if comm.rank == 0:
-        print(PAIRED_HEADER, flush=True)
+        print(_header(paired=True), flush=True)
     rows = measure(comm, sizes, args.rounds, args.calls)
     if comm.rank == 0:
         _results.publish(args, "eager_fast_path",
