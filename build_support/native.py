@@ -198,7 +198,9 @@ def build(output_dir: Path, object_dir: Path, jobs: int | None = None) -> Path:
 
     library = output_dir / LIBRARY_NAME
     link = [cxx, "-shared", "-o", str(library), *map(str, objects),
-            *tensorflow["link_flags"], *mpi_link, "-pthread"]
+            # -ldl: cc/tf/eager_tensors.cc finds TensorFlow's Python binding
+            # (dlopen is in libc itself only from glibc 2.34).
+            *tensorflow["link_flags"], *mpi_link, "-pthread", "-ldl"]
     result = subprocess.run(link, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BuildError(f"linking failed:\n{' '.join(link)}\n{result.stderr}")

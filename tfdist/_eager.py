@@ -80,6 +80,17 @@ def _entry_point() -> Callable:
     return _library.eager_module().allreduce
 
 
+@functools.lru_cache(maxsize=None)
+def _tensor_entry_point() -> Optional[Callable]:
+    """The library's call that takes the EagerTensor and returns a new one:
+    allreduce_tensor(name, tensor, op, prescale, postscale, algorithm code, process
+    set id, max bytes) -> the result, None where it does not take the tensor, or
+    (StatusCode, message); None where this TensorFlow lacks what it needs
+    (cc/tf/eager_tensors.h)."""
+    module = _library.eager_module()
+    return module.allreduce_tensor if module.tensor_support() is None else None
+
+
 @functools.lru_cache(maxsize=4096)
 def _encoded(name: Optional[str]) -> bytes:
     return (name or "").encode()
@@ -191,6 +202,17 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
     """
     if not _eligible(tensor):
         return None
+    in_c = _tensor_entry_point()
+    if in_c is not None:
+        # Below the aligned sizes the library reads the tensor and makes the
+        # result itself; it returns None for larger tensors (and any it cannot
+        # take), which go on below.
+        made = in_c(_encoded(name), tensor, int(op), float(prescale), float(postscale),
+                    algorithm, process_set_id, _ALIGNED_FROM_BYTES - 1)
+        if made is not None:
+            if type(made) is tuple:
+                raise _error_class(made[0])(None, None, made[1])
+            return made
     source = tensor._numpy()  # the tensor's own buffer, not a copy
     if not 0 < source.nbytes <= FAST_PATH_MAX_BYTES:
         return None

@@ -1,5 +1,5 @@
 // The eager fast path: an allreduce of a small CPU tensor handed over by the
-// Python package as raw buffers, through ctypes, without a TensorFlow op.
+// Python package as raw buffers (eager_module.cc), without a TensorFlow op.
 //
 // TensorFlow's eager dispatch of a custom op costs several times the
 // collective itself for a small tensor (several times MPI's own allreduce

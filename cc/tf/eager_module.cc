@@ -9,14 +9,23 @@
 // the buffer protocol. The module lives in libtfdist.so itself (tfdist/_library.py
 // loads that file as an extension module), so the library stays one file and
 // the module is always the library's own version.
+//
+// allreduce_tensor goes further where this TensorFlow allows it
+// (eager_tensors.h): it takes the EagerTensor itself and returns a new one,
+// so that neither the input's NumPy view nor a result array and TensorFlow's
+// Python constructor stand between the user and the collective.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cc/core/base/data_type.h"
+#include "cc/tf/data_types.h"
+#include "cc/tf/eager_tensors.h"
 
 extern "C" int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape,
                                       int ndims, const void* input, void* output,
@@ -64,6 +73,23 @@ class HeldBuffer {
   Py_buffer view_{};
   bool held_ = false;
 };
+
+// Runs the library's call with the GIL released: None, or (status code,
+// message) when the collective failed.
+PyObject* RunAllreduce(const char* name, int dtype, const std::vector<int64_t>& shape,
+                       const void* input, void* output, int reduce_op, double prescale,
+                       double postscale, int algorithm, int process_set) {
+  char error[kErrorBytes];
+  error[0] = '\0';
+  int code = 0;
+  Py_BEGIN_ALLOW_THREADS
+  code = tfdist_eager_allreduce(name, dtype, shape.data(), static_cast<int>(shape.size()),
+                                input, output, reduce_op, prescale, postscale, algorithm,
+                                process_set, error, kErrorBytes);
+  Py_END_ALLOW_THREADS
+  if (code == 0) Py_RETURN_NONE;
+  return Py_BuildValue("(iN)", code, PyUnicode_DecodeUTF8(error, std::strlen(error), "replace"));
+}
 
 bool ToInt(PyObject* object, int* value) {
   long converted = PyLong_AsLong(object);
@@ -127,16 +153,71 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
       return nullptr;
     }
   }
-  char error[kErrorBytes];
-  error[0] = '\0';
-  int code = 0;
-  Py_BEGIN_ALLOW_THREADS
-  code = tfdist_eager_allreduce(name, dtype, shape.data(), static_cast<int>(ndims), input,
-                                output, reduce_op, prescale, postscale, algorithm, process_set,
-                                error, kErrorBytes);
-  Py_END_ALLOW_THREADS
-  if (code == 0) Py_RETURN_NONE;
-  return Py_BuildValue("(iN)", code, PyUnicode_DecodeUTF8(error, std::strlen(error), "replace"));
+  return RunAllreduce(name, dtype, shape, input, output, reduce_op, prescale, postscale,
+                      algorithm, process_set);
+}
+
+// allreduce_tensor(name: bytes, tensor: EagerTensor, reduce_op: int,
+//                  prescale: float, postscale: float, algorithm: int,
+//                  process_set: int, max_bytes: int)
+//   -> a new EagerTensor holding the result; None when the tensor is not one
+//      this call takes (a type that cannot be reduced, no bytes, more than
+//      max_bytes), for the caller to take another path; (status code,
+//      message) when the collective failed.
+// Only where tensor_support() is None.
+PyObject* EagerAllreduceTensor(PyObject* /*module*/, PyObject* const* args, Py_ssize_t count) {
+  if (count != 8) {
+    PyErr_Format(PyExc_TypeError, "allreduce_tensor takes 8 arguments, got %zd", count);
+    return nullptr;
+  }
+  std::string missing;
+  const tfdist::EagerTensors* tensors = tfdist::EagerTensors::Get(&missing);
+  if (tensors == nullptr) {
+    PyErr_Format(PyExc_RuntimeError, "allreduce_tensor: this TensorFlow lacks %s",
+                 missing.c_str());
+    return nullptr;
+  }
+  const char* name = PyBytes_AsString(args[0]);
+  if (name == nullptr) return nullptr;
+  int reduce_op = 0, algorithm = 0, process_set = 0;
+  if (!ToInt(args[2], &reduce_op) || !ToInt(args[5], &algorithm) ||
+      !ToInt(args[6], &process_set)) {
+    return nullptr;
+  }
+  const double prescale = PyFloat_AsDouble(args[3]);
+  if (prescale == -1.0 && PyErr_Occurred()) return nullptr;
+  const double postscale = PyFloat_AsDouble(args[4]);
+  if (postscale == -1.0 && PyErr_Occurred()) return nullptr;
+  const long long max_bytes = PyLong_AsLongLong(args[7]);
+  if (max_bytes == -1 && PyErr_Occurred()) return nullptr;
+
+  tfdist::TensorPointer input = tensors->Resolve(args[1]);
+  if (input == nullptr) return nullptr;
+  const TF_DataType tf_dtype = TF_TensorType(input.get());
+  const size_t bytes = TF_TensorByteSize(input.get());
+  tfdist::DataType dtype{};
+  if (!tfdist::CoreTypeOf(tf_dtype, &dtype) || !tfdist::IsReducible(dtype) || bytes == 0 ||
+      bytes > static_cast<unsigned long long>(std::max(max_bytes, 0LL))) {
+    Py_RETURN_NONE;
+  }
+  std::vector<int64_t> shape(static_cast<size_t>(TF_NumDims(input.get())));
+  for (size_t i = 0; i < shape.size(); ++i) shape[i] = TF_Dim(input.get(), static_cast<int>(i));
+  tfdist::TensorPointer output = tfdist::EagerTensors::Allocate(tf_dtype, shape, bytes);
+  if (output == nullptr) return nullptr;
+  PyObject* failed = RunAllreduce(name, static_cast<int>(dtype), shape,
+                                  TF_TensorData(input.get()), TF_TensorData(output.get()),
+                                  reduce_op, prescale, postscale, algorithm, process_set);
+  if (failed != Py_None) return failed;  // (code, message), or nullptr with an exception
+  Py_DECREF(failed);
+  return tensors->Wrap(*output);
+}
+
+// tensor_support() -> None where allreduce_tensor can be used, else what this
+// TensorFlow lacks for it.
+PyObject* TensorSupport(PyObject* /*module*/, PyObject* /*unused*/) {
+  std::string missing;
+  if (tfdist::EagerTensors::Get(&missing) != nullptr) Py_RETURN_NONE;
+  return PyUnicode_FromString(missing.c_str());
 }
 
 PyMethodDef kMethods[] = {
@@ -144,6 +225,14 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL,
      "allreduce(name, dtype, shape, input, output, reduce_op, prescale, postscale, "
      "algorithm, process_set): None, or (code, message) on failure."},
+    {"allreduce_tensor",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(EagerAllreduceTensor)),
+     METH_FASTCALL,
+     "allreduce_tensor(name, tensor, reduce_op, prescale, postscale, algorithm, process_set, "
+     "max_bytes): a new EagerTensor; None where the tensor is not one it takes; (code, "
+     "message) on failure."},
+    {"tensor_support", TensorSupport, METH_NOARGS,
+     "tensor_support(): None where allreduce_tensor can be used, else what is missing."},
     {nullptr, nullptr, 0, nullptr},
 };
 

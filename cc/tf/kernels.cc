@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "cc/tf/data_types.h"
 #include "cc/tf/eager_names.h"
 #include "cc/tf/inline_completion.h"
 #include "cc/tf/group_completion.h"
@@ -26,20 +27,8 @@ namespace tf = ::tensorflow;
 namespace {
 
 Status ToCoreType(tf::DataType dtype, DataType* out) {
-  switch (dtype) {
-    case tf::DT_UINT8: *out = DataType::kUInt8; return Status::OK();
-    case tf::DT_INT8: *out = DataType::kInt8; return Status::OK();
-    case tf::DT_INT32: *out = DataType::kInt32; return Status::OK();
-    case tf::DT_INT64: *out = DataType::kInt64; return Status::OK();
-    case tf::DT_HALF: *out = DataType::kFloat16; return Status::OK();
-    case tf::DT_BFLOAT16: *out = DataType::kBFloat16; return Status::OK();
-    case tf::DT_FLOAT: *out = DataType::kFloat32; return Status::OK();
-    case tf::DT_DOUBLE: *out = DataType::kFloat64; return Status::OK();
-    case tf::DT_BOOL: *out = DataType::kBool; return Status::OK();
-    default:
-      return Status::InvalidArgument("tfdist does not support dtype " +
-                                     tf::DataTypeString(dtype));
-  }
+  if (CoreTypeOf(static_cast<TF_DataType>(dtype), out)) return Status::OK();
+  return Status::InvalidArgument("tfdist does not support dtype " + tf::DataTypeString(dtype));
 }
 
 absl::Status ParseScale(tf::OpKernelConstruction* c, const char* attr, double* out) {

@@ -223,13 +223,24 @@ def check_eager_fast_path(rank, size):
     """Small eager allreduces skip the op; everything else takes it; results agree."""
     from tfdist import _eager as eager
     entry_point = eager._entry_point()
+    tensor_entry_point = eager._tensor_entry_point()
+    # This TensorFlow has what the library's own tensor route needs: without it
+    # every small call would quietly take the slower NumPy route.
+    assert tensor_entry_point is not None, eager._library.eager_module().tensor_support()
     calls = []
 
     def counting(*args):
         calls.append(args[0])
         return entry_point(*args)
 
+    def counting_tensors(*args):
+        made = tensor_entry_point(*args)
+        if made is not None:  # None: not taken here, the NumPy route goes on
+            calls.append(args[0])
+        return made
+
     eager._entry_point = lambda: counting
+    eager._tensor_entry_point = lambda: counting_tensors
     try:
         x = tf.constant(contribution(rank, (3,), tfdist.Sum), tf.float32)
         first = tfdist.allreduce(x, op=tfdist.Sum, name="fast.first")
@@ -398,7 +409,115 @@ def check_eager_fast_path(rank, size):
         assert len(calls) == taken + 1, calls
     finally:
         eager._entry_point = lambda: entry_point
+        eager._tensor_entry_point = lambda: tensor_entry_point
     print(f"rank {rank}: eager fast path OK", flush=True)
+
+
+def check_eager_tensor_route(rank, size):
+    """The library's tensor route (cc/tf/eager_tensors.h) against the NumPy route it
+    replaced, bit for bit, and against numpy; its argument checks; its results as
+    TensorFlow sees them; no reference or memory kept per call."""
+    import resource
+    import sys
+
+    from tfdist import _eager as eager
+    in_c = eager._tensor_entry_point()
+    assert in_c is not None, eager._library.eager_module().tensor_support()
+    taken = []
+
+    def counting(*args):
+        made = in_c(*args)
+        taken.append(made is not None)
+        return made
+
+    def through(route, x, **kwargs):
+        eager._tensor_entry_point = (lambda: counting) if route == "tensor" else (lambda: None)
+        try:
+            return tfdist.allreduce(x, **kwargs)
+        finally:
+            eager._tensor_entry_point = lambda: in_c
+
+    checked = 0
+    for dtype, op, shape in itertools.product(DTYPES, OPS, [(), (1,), (7,), (2, 3, 4)]):
+        x = tf.constant(contribution(rank, shape, op), dtype=dtype)
+        scales = ({} if dtype.is_integer or op == tfdist.Product
+                  else {"prescale_factor": 0.5, "postscale_factor": 4.0})
+        results = {route: through(route, x, op=op, name=f"route.{route}.{dtype.name}."
+                                  f"{op.name}.{len(shape)}", **scales)
+                   for route in ("tensor", "numpy")}
+        assert taken.pop() is True, (dtype, op, shape)
+        expected = reference(size, shape, dtype, op) * (2.0 if scales else 1)
+        for route, y in results.items():
+            assert y.dtype == dtype and tuple(y.shape) == shape, (route, y.dtype, y.shape)
+            assert y.device.endswith("CPU:0"), (route, y.device)
+            got = as_numpy(y)
+            tolerance = 1e-2 * np.abs(expected) if dtype in (tf.float16, tf.bfloat16) else 1e-12
+            assert np.all(np.abs(got - expected) <= tolerance), (route, dtype, op, shape, got,
+                                                                 expected)
+        bits = [y.numpy().tobytes() for y in results.values()]
+        assert bits[0] == bits[1], (dtype, op, shape, "the routes disagree")
+        checked += 1
+
+    # Where the tensor route stops: no bytes, a type it does not reduce, the size limit.
+    for x in (tf.zeros([0]), tf.constant([True, False])):
+        assert in_c(b"route.skip", x, int(tfdist.Sum), 1.0, 1.0, 0, 0, 1 << 20) is None
+    limit = eager._ALIGNED_FROM_BYTES - 1
+    below = tf.fill([limit], np.uint8(rank + 1))
+    at = tf.fill([limit + 1], np.uint8(rank + 1))
+    for x in (below, at):
+        y = through("tensor", x, op=tfdist.Max, name=f"route.limit.{x.shape[0]}")
+        np.testing.assert_array_equal(y.numpy(), np.full(x.shape[0], size, np.uint8))
+    assert taken == [True, False], taken  # the larger one went on by the NumPy route
+    taken.clear()
+    assert in_c(b"route.none", below, int(tfdist.Sum), 1.0, 1.0, 0, 0, -1) is None
+
+    # Arguments are checked before anything runs, alike on every rank.
+    x = tf.constant(contribution(rank, (3,), tfdist.Sum), tf.float32)
+    for arguments, error in [((b"route.count", x), TypeError),
+                             (("route.text", x, 0, 1.0, 1.0, 0, 0, 64), TypeError),
+                             ((b"route.array", x.numpy(), 0, 1.0, 1.0, 0, 0, 64), TypeError),
+                             ((b"route.object", object(), 0, 1.0, 1.0, 0, 0, 64), TypeError),
+                             ((b"route.op", x, "sum", 1.0, 1.0, 0, 0, 64), TypeError),
+                             ((b"route.scale", x, 0, "1", 1.0, 0, 0, 64), TypeError)]:
+        try:
+            in_c(*arguments)
+        except error:
+            pass
+        else:
+            raise AssertionError(f"{arguments[0]!r} was accepted")
+    # A runtime error comes back as (code, message), and as the op's error above it.
+    failed = in_c(b"route.bad_op", x, 99, 1.0, 1.0, 0, 0, 64)
+    assert type(failed) is tuple and "99" in failed[1], failed
+
+    # The result is an ordinary tensor: its own aligned memory (not the input's, not
+    # an earlier result's), usable by TensorFlow's ops, functions and tapes, alive
+    # after the input is gone, and held by nothing else.
+    results = [tfdist.allreduce(x * k, op=tfdist.Sum, name=f"route.own.{k}") for k in (1, 2)]
+    del x
+    addresses = [y._numpy().__array_interface__["data"][0] for y in results]
+    assert len(set(addresses)) == 2 and all(a % eager._TENSOR_ALIGNMENT == 0 for a in addresses)
+    expected = reference(size, (3,), tf.float32, tfdist.Sum)
+    np.testing.assert_array_equal(results[0].numpy(), expected)
+    np.testing.assert_array_equal((results[1] + results[0]).numpy(), 3 * expected)
+    np.testing.assert_array_equal(tf.function(lambda t: t * 2)(results[0]).numpy(), 2 * expected)
+    with tf.GradientTape() as tape:
+        tape.watch(results[0])
+        loss = tf.reduce_sum(results[0] * results[0])
+    np.testing.assert_array_equal(tape.gradient(loss, results[0]).numpy(), 2 * expected)
+    assert sys.getrefcount(results[1]) == 2, sys.getrefcount(results[1])
+
+    # Neither the input nor the results are kept: a thousand 64 KiB calls leave the
+    # input's references as they were and the process no larger than a few results.
+    x = tf.fill([16384], float(rank + 1))
+    references = sys.getrefcount(x)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(1000):
+        y = tfdist.allreduce(x, op=tfdist.Sum, name="route.leak")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert sys.getrefcount(x) == references, (references, sys.getrefcount(x))
+    np.testing.assert_array_equal(y.numpy(), np.full(16384, size * (size + 1) / 2, np.float32))
+    assert grown_kib < 16 * 1024, f"the process grew by {grown_kib} KiB over 1000 calls"
+    print(f"rank {rank}: {checked} tensor-route combinations OK", flush=True)
 
 
 def check_before_init(rank, size):
@@ -522,6 +641,7 @@ CHECKS.check("broadcast")(check_broadcast)
 CHECKS.check("gradients")(check_gradients)
 CHECKS.check("tf_function")(check_tf_function)
 CHECKS.check("eager_fast_path")(check_eager_fast_path)
+CHECKS.check("eager_tensor_route")(check_eager_tensor_route)
 CHECKS.check("auto_trials")(check_auto_trials)
 CHECKS.check("auto_mpi_fallback")(check_auto_falls_back_where_mpi_cannot_reduce)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
