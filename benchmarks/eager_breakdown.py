@@ -9,14 +9,17 @@ own in the same job:
 
 - ``allreduce``: ``tfdist.allreduce(x, op=Sum, name=...)``, the eager fast path
   (tfdist/_eager.py), named so that negotiation is one cached bit;
-- ``runtime``: the library call the fast path makes (``tfdist._eager_call``'s
-  ``allreduce``, which calls ``tfdist_eager_allreduce`` with the GIL released)
-  with its arguments prepared: enqueue, the
-  negotiation round run inline, the algorithm, completion;
+- ``runtime``: the library call the fast path makes, with its arguments
+  prepared: ``tfdist._eager_call``'s ``allreduce_tensor`` (which reads the
+  EagerTensor, allocates the result in TensorFlow's memory, calls
+  ``tfdist_eager_allreduce`` with the GIL released and wraps the result as an
+  EagerTensor: cc/tf/eager_tensors.h), or, where this TensorFlow lacks what that
+  needs, ``allreduce`` on NumPy buffers: enqueue, the negotiation round run
+  inline, the algorithm, completion;
 - ``python``: the fast path's Python around that call (argument checks,
-  eligibility, the input's buffer, the result array, the result EagerTensor,
-  which copies the result when it is not 64-byte aligned), measured without
-  communication: ``allreduce - runtime`` is shown beside it as a check;
+  eligibility; on the NumPy route also the input's buffer, the result array and
+  the result EagerTensor), measured without communication: ``allreduce -
+  runtime`` is shown beside it as a check;
 - ``negotiation floor``: one MPI_Allreduce (BAND) of the 16-byte bit vector a
   cached round exchanges; ``data floor``: MPI_Allreduce of the tensor's bytes;
 - ``op path``: the same call through the TensorFlow op (the fast path's size
@@ -27,13 +30,14 @@ own in the same job:
   and wake-up) and the same function with ``tf.identity``;
 - ``tf.identity``: TensorFlow's own eager dispatch of a trivial op, the
   small-message goal's yardstick (issue 25: 4 B eager <= 1.1x tf.identity);
-- ``result tensor``: a result array made into an EagerTensor as the fast path
-  makes it (``np.empty_like``, then the EagerTensor, which copies an unaligned
-  array), alone: what TensorFlow charges any eager call that hands back a new
-  tensor. ``data floor + result tensor`` is a lower bound on an eager call whose
-  data crosses over MPI (it leaves out every check and the C call's own
-  overhead); the summary gives it as a multiple of the data floor, against
-  issue 25's 64 KiB goal of 1.25x MPI.
+- ``result tensor``: a result array made into an EagerTensor by TensorFlow's
+  Python constructor (``np.empty_like``, then the EagerTensor, which copies an
+  unaligned array), alone: what the NumPy route, and any Python code handing
+  back a new tensor, pays for it. ``data floor + result tensor`` is a lower
+  bound on an eager call that makes its result so (it leaves out every check
+  and the C call's own overhead); the summary gives it as a multiple of the
+  data floor, against issue 25's 64 KiB goal of 1.25x MPI. The tensor route
+  makes its result in C, below this bound.
 
 With ``--phases`` the job also writes a timeline (TFDIST_TIMELINE, in a
 temporary directory) and splits the ``runtime`` part (the library call) into
@@ -89,22 +93,31 @@ def _parts(comm, nbytes: int) -> Dict[str, Callable[[], Any]]:
     source = x._numpy()
     result = np.empty_like(source)
     entry = _eager._entry_point()
+    in_c = _eager._tensor_entry_point()
     encoded = _eager._encoded(name + ".c")
     dtype_code = _eager._CORE_DTYPE[x._datatype_enum()]
 
     def runtime():
+        if in_c is not None:
+            made = in_c(encoded, x, int(tfdist.Sum), 1.0, 1.0, 0, 0, _eager.FAST_PATH_MAX_BYTES)
+            assert made is not None and type(made) is not tuple, made
+            return made
         failed = entry(encoded, dtype_code, source.shape, source, result, int(tfdist.Sum),
                        1.0, 1.0, 0, 0)
         assert failed is None, failed
+        return result
 
     def python():
         # What _eager.allreduce and ops.allreduce do around the library call.
         ops._checked(tfdist.Sum, name, 1.0, 1.0)
         ops._algorithm_attr(None)
         assert _eager._eligible(x)
+        _eager._encoded(name)
+        if in_c is not None:
+            return None
         own = x._numpy()
         out = np.empty_like(own)
-        _eager._encoded(name), _eager._CORE_DTYPE[x._datatype_enum()], own.shape
+        _eager._CORE_DTYPE[x._datatype_enum()], own.shape
         return _eager._EagerTensor(out, x.device, x._datatype_enum())
 
     bits = np.full(2, ~np.uint64(0), np.uint64)
@@ -239,6 +252,11 @@ def summary(document: Dict[str, Any]) -> str:
     """The parts of an eager allreduce, µs per call, at each size."""
     head = (f"np = {document['np']}; median over {document['rows'][0]['rounds']} interleaved "
             f"rounds of the slowest rank's mean per call; load = 1-minute load average")
+    if "route" in document:  # documents from before the tensor route have none
+        head += (f"; the fast path's route: {document['route']} ("
+                 + ("the library reads the EagerTensor and makes the result, "
+                    "cc/tf/eager_tensors.h)" if document["route"] == "tensor"
+                    else "NumPy buffers, the result made by TensorFlow's Python)"))
     lines = [head, "", HEADER] + [_format_row(r) for r in document["rows"]]
     if document.get("phases"):
         lines += ["", "Phases of the runtime call, from the timeline (median over rounds of "
@@ -281,9 +299,11 @@ def main(argv: List[str]) -> int:
                 for key in mine[row["bytes"]]:
                     row[key] = max(theirs[row["bytes"]][key] for theirs in every)
     if comm.rank == 0:
+        from tfdist import _eager
+        route = "tensor" if _eager._tensor_entry_point() is not None else "numpy"
         _results.publish(args, "eager_breakdown",
-                         {"np": comm.size, "rows": rows, "phases": bool(scratch)}, argv,
-                         comm.size)
+                         {"np": comm.size, "rows": rows, "phases": bool(scratch),
+                          "route": route}, argv, comm.size)
     return 0
 
 
