@@ -26,6 +26,7 @@
 #include "cc/core/base/data_type.h"
 #include "cc/tf/data_types.h"
 #include "cc/tf/eager_tensors.h"
+#include "cc/tf/result_buffers.h"
 
 extern "C" int tfdist_eager_allreduce(const char* name, int dtype, const int64_t* shape,
                                       int ndims, const void* input, void* output,
@@ -202,8 +203,12 @@ PyObject* EagerAllreduceTensor(PyObject* /*module*/, PyObject* const* args, Py_s
   }
   std::vector<int64_t> shape(static_cast<size_t>(TF_NumDims(input.get())));
   for (size_t i = 0; i < shape.size(); ++i) shape[i] = TF_Dim(input.get(), static_cast<int>(i));
-  tfdist::TensorPointer output = tfdist::EagerTensors::Allocate(tf_dtype, shape, bytes);
-  if (output == nullptr) return nullptr;
+  tfdist::TensorPointer output =
+      tfdist::ResultBuffers::Shared().NewTensor(tf_dtype, shape, bytes);
+  if (output == nullptr) {
+    PyErr_Format(PyExc_MemoryError, "tfdist: cannot allocate a result of %zu bytes", bytes);
+    return nullptr;
+  }
   PyObject* failed = RunAllreduce(name, static_cast<int>(dtype), shape,
                                   TF_TensorData(input.get()), TF_TensorData(output.get()),
                                   reduce_op, prescale, postscale, algorithm, process_set);
@@ -220,6 +225,12 @@ PyObject* TensorSupport(PyObject* /*module*/, PyObject* /*unused*/) {
   return PyUnicode_FromString(missing.c_str());
 }
 
+// kept_result_buffers() -> the free result buffers the tensor route keeps
+// (result_buffers.h), for the tests.
+PyObject* KeptResultBuffers(PyObject* /*module*/, PyObject* /*unused*/) {
+  return PyLong_FromSize_t(tfdist::ResultBuffers::Shared().KeptBuffers());
+}
+
 PyMethodDef kMethods[] = {
     {"allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(EagerAllreduce)),
      METH_FASTCALL,
@@ -233,6 +244,8 @@ PyMethodDef kMethods[] = {
      "message) on failure."},
     {"tensor_support", TensorSupport, METH_NOARGS,
      "tensor_support(): None where allreduce_tensor can be used, else what is missing."},
+    {"kept_result_buffers", KeptResultBuffers, METH_NOARGS,
+     "kept_result_buffers(): the free result buffers the tensor route keeps."},
     {nullptr, nullptr, 0, nullptr},
 };
 

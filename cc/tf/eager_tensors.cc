@@ -89,17 +89,6 @@ TensorPointer EagerTensors::Resolve(PyObject* object) const {
   return tensor;
 }
 
-TensorPointer EagerTensors::Allocate(TF_DataType dtype, const std::vector<int64_t>& shape,
-                                     size_t bytes) {
-  TensorPointer tensor(
-      TF_AllocateTensor(dtype, shape.data(), static_cast<int>(shape.size()), bytes));
-  if (tensor == nullptr || (bytes > 0 && TF_TensorData(tensor.get()) == nullptr)) {
-    PyErr_Format(PyExc_MemoryError, "tfdist: cannot allocate a result of %zu bytes", bytes);
-    return nullptr;
-  }
-  return tensor;
-}
-
 PyObject* EagerTensors::Wrap(const TF_Tensor& tensor) const {
   StatusPointer status(TF_NewStatus());
   TFE_TensorHandle* handle = new_handle_(&tensor, status.get());

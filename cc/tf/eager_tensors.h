@@ -6,10 +6,11 @@
 // result (a NumPy array, then EagerTensor's Python constructor, which copies
 // an array that is not 64-byte aligned into TensorFlow's memory), out of a
 // call of about 30 us. Here the input is read through its handle and the
-// result is allocated by TensorFlow and written in place by the collective.
+// result (in result_buffers.h's memory) is written in place by the
+// collective.
 //
-// TensorFlow's C API does the tensor work (TF_AllocateTensor,
-// TFE_TensorHandleResolve, TFE_NewTensorHandle). Reading a Python
+// TensorFlow's C API does the tensor work (TFE_TensorHandleResolve,
+// TFE_NewTensorHandle). Reading a Python
 // EagerTensor's handle, and wrapping a handle in a Python EagerTensor, have
 // no public C entry: those two are the functions TensorFlow's own op dispatch
 // uses, exported by its Python binding (lib_pywrap_tensorflow_common.so),
@@ -20,11 +21,8 @@
 
 #include <Python.h>
 
-#include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "tensorflow/c/eager/c_api.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -47,10 +45,6 @@ class EagerTensors {
   // memory, not a copy); nullptr with a Python exception set when `object` is
   // not an EagerTensor or TensorFlow cannot produce its value. Holds the GIL.
   TensorPointer Resolve(PyObject* object) const;
-  // A new tensor of `dtype` and `shape` holding `bytes`, in TensorFlow's
-  // aligned memory; nullptr with a Python exception set when that fails.
-  static TensorPointer Allocate(TF_DataType dtype, const std::vector<int64_t>& shape,
-                                size_t bytes);
   // A new EagerTensor sharing `tensor`'s memory; nullptr with a Python
   // exception set. Holds the GIL.
   PyObject* Wrap(const TF_Tensor& tensor) const;

@@ -259,71 +259,79 @@ def check_eager_fast_path(rank, size):
         mean = tfdist.allreduce(at_limit, op=tfdist.Average, name="fast.at_limit")
         assert len(calls) == 4 and calls[-1] == b"fast.at_limit", calls
         np.testing.assert_allclose(mean.numpy(), np.full(count, (size + 1) / 2), rtol=1e-6)
-        # A large result is made aligned and the tensor uses that memory as it is
-        # (no copy); a 2-D float64 one of the smallest size made so, and a second
-        # call must not overwrite it.
-        made = []
-        new_result = eager._new_result
-        eager._new_result = lambda source: made.append(new_result(source)) or made[-1]
-        wide_shape = (eager._ALIGNED_FROM_BYTES // 8 // 128, 128)
+        # The NumPy route (where TensorFlow lacks what the library's own route needs;
+        # that one's results are checked in check_eager_tensor_route) makes its large
+        # results aligned and keeps their buffers.
+        eager._tensor_entry_point = lambda: None
         try:
-            wide = np.arange(np.prod(wide_shape), dtype=np.float64).reshape(wide_shape) * (rank + 1)
-            assert wide.nbytes == eager._ALIGNED_FROM_BYTES
-            sums = [tfdist.allreduce(tf.constant(wide * k), op=tfdist.Sum, name=f"fast.wide{k}")
-                    for k in (1, 2)]
-        finally:
-            eager._new_result = new_result
-        assert len(calls) == 6 and len(made) == 2, (calls, len(made))
-        for k, total, array in zip((1, 2), sums, made):
-            assert array.__array_interface__["data"][0] % eager._TENSOR_ALIGNMENT == 0
-            assert total._numpy().__array_interface__["data"][0] == \
-                array.__array_interface__["data"][0], "the result was copied"
-            assert total.shape == wide_shape and total.dtype == tf.float64
-            np.testing.assert_array_equal(
-                total.numpy(), k * np.arange(np.prod(wide_shape), dtype=np.float64).reshape(
-                    wide_shape) * size * (size + 1) / 2)
-        # A result buffer is taken again once no tensor uses it, and never while one
-        # does: not while a reshape of the result lives on, nor the result itself.
-        def address(tensor):
-            return tensor._numpy().__array_interface__["data"][0]
+            # A large result is made aligned and the tensor uses that memory as it is
+            # (no copy); a 2-D float64 one of the smallest size made so, and a second
+            # call must not overwrite it.
+            made = []
+            new_result = eager._new_result
+            eager._new_result = lambda source: made.append(new_result(source)) or made[-1]
+            wide_shape = (eager._ALIGNED_FROM_BYTES // 8 // 128, 128)
+            try:
+                wide = (np.arange(np.prod(wide_shape), dtype=np.float64).reshape(wide_shape)
+                        * (rank + 1))
+                assert wide.nbytes == eager._ALIGNED_FROM_BYTES
+                sums = [tfdist.allreduce(tf.constant(wide * k), op=tfdist.Sum, name=f"fast.wide{k}")
+                        for k in (1, 2)]
+            finally:
+                eager._new_result = new_result
+            assert len(calls) == 6 and len(made) == 2, (calls, len(made))
+            for k, total, array in zip((1, 2), sums, made):
+                assert array.__array_interface__["data"][0] % eager._TENSOR_ALIGNMENT == 0
+                assert total._numpy().__array_interface__["data"][0] == \
+                    array.__array_interface__["data"][0], "the result was copied"
+                assert total.shape == wide_shape and total.dtype == tf.float64
+                np.testing.assert_array_equal(
+                    total.numpy(), k * np.arange(np.prod(wide_shape), dtype=np.float64).reshape(
+                        wide_shape) * size * (size + 1) / 2)
+            # A result buffer is taken again once no tensor uses it, and never while one
+            # does: not while a reshape of the result lives on, nor the result itself.
+            def address(tensor):
+                return tensor._numpy().__array_interface__["data"][0]
 
-        ranks_sum = size * (size + 1) / 2
-        first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="fast.reuse")
-        first_address = address(first)
-        kept = tf.reshape(first, [2, -1])
-        del first
-        held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="fast.reuse")
-        assert address(kept) == first_address and address(held) != first_address
-        np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
-        held_address = address(held)
-        del held
-        again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="fast.reuse")
-        assert address(again) == held_address, "a free result buffer was not taken again"
-        np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
-        np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
-        other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="fast.reuse")
-        assert address(other) not in (address(again), address(kept))
-        np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
-        np.testing.assert_array_equal(other.numpy(), np.full(count, 4 * ranks_sum))
-        assert len(calls) == 10, calls
-        # x = allreduce(x): the previous result lives while the next call runs, so the
-        # calls take turns between two buffers of a size (a size no call above used).
-        # (Addresses alone could not tell: malloc may hand a freed buffer's memory out again.)
-        chained = tf.fill([3 * count // 4], float(rank + 1))
-        addresses, allocations = [], []
-        allocate = eager._ResultBuffers._allocate
-        eager._ResultBuffers._allocate = staticmethod(
-            lambda nbytes: allocations.append(nbytes) or allocate(nbytes))
-        try:
-            for _ in range(4):
-                chained = tfdist.allreduce(chained, op=tfdist.Average, name="fast.chain")
-                addresses.append(address(chained))
-                np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+            ranks_sum = size * (size + 1) / 2
+            first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="fast.reuse")
+            first_address = address(first)
+            kept = tf.reshape(first, [2, -1])
+            del first
+            held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="fast.reuse")
+            assert address(kept) == first_address and address(held) != first_address
+            np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
+            held_address = address(held)
+            del held
+            again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="fast.reuse")
+            assert address(again) == held_address, "a free result buffer was not taken again"
+            np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
+            np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
+            other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="fast.reuse")
+            assert address(other) not in (address(again), address(kept))
+            np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
+            np.testing.assert_array_equal(other.numpy(), np.full(count, 4 * ranks_sum))
+            assert len(calls) == 10, calls
+            # x = allreduce(x): the previous result lives while the next call runs, so the
+            # calls take turns between two buffers of a size (a size no call above used).
+            # (Addresses alone could not tell: malloc may hand a freed buffer's memory out again.)
+            chained = tf.fill([3 * count // 4], float(rank + 1))
+            addresses, allocations = [], []
+            allocate = eager._ResultBuffers._allocate
+            eager._ResultBuffers._allocate = staticmethod(
+                lambda nbytes: allocations.append(nbytes) or allocate(nbytes))
+            try:
+                for _ in range(4):
+                    chained = tfdist.allreduce(chained, op=tfdist.Average, name="fast.chain")
+                    addresses.append(address(chained))
+                    np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+            finally:
+                eager._ResultBuffers._allocate = staticmethod(allocate)
+            assert allocations == [3 * count] * 2, ("a chain of calls allocated again", allocations)
+            assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+            assert len(calls) == 14, calls
         finally:
-            eager._ResultBuffers._allocate = staticmethod(allocate)
-        assert allocations == [3 * count] * 2, ("a chain of calls allocated again", allocations)
-        assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
-        assert len(calls) == 14, calls
+            eager._tensor_entry_point = lambda: counting_tensors
 
         # A forced algorithm takes the fast path too, and runs: every algorithm the
         # library has, at two sizes (a 4-byte tensor and one that the ring and
@@ -461,15 +469,54 @@ def check_eager_tensor_route(rank, size):
     # Where the tensor route stops: no bytes, a type it does not reduce, the size limit.
     for x in (tf.zeros([0]), tf.constant([True, False])):
         assert in_c(b"route.skip", x, int(tfdist.Sum), 1.0, 1.0, 0, 0, 1 << 20) is None
-    limit = eager._ALIGNED_FROM_BYTES - 1
+    limit = eager.FAST_PATH_MAX_BYTES
     below = tf.fill([limit], np.uint8(rank + 1))
-    at = tf.fill([limit + 1], np.uint8(rank + 1))
-    for x in (below, at):
+    over = tf.fill([limit + 1], np.uint8(rank + 1))
+    for x in (below, over):
         y = through("tensor", x, op=tfdist.Max, name=f"route.limit.{x.shape[0]}")
         np.testing.assert_array_equal(y.numpy(), np.full(x.shape[0], size, np.uint8))
-    assert taken == [True, False], taken  # the larger one went on by the NumPy route
+    assert taken == [True, False], taken  # the larger one took the op
     taken.clear()
     assert in_c(b"route.none", below, int(tfdist.Sum), 1.0, 1.0, 0, 0, -1) is None
+
+    # Result buffers (cc/tf/result_buffers.h) are taken again once no tensor uses
+    # them, and never while one does: not while a reshape of a result lives on.
+    def address(tensor):
+        return tensor._numpy().__array_interface__["data"][0]
+
+    count = limit // 4
+    at_limit = tf.fill([count], float(rank + 1))
+    ranks_sum = size * (size + 1) / 2
+    first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="route.reuse")
+    first_address = address(first)
+    kept = tf.reshape(first, [2, -1])
+    del first
+    held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="route.reuse")
+    assert address(kept) == first_address and address(held) != first_address
+    held_address = address(held)
+    del held
+    again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="route.reuse")
+    assert address(again) == held_address, "a free result buffer was not taken again"
+    other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="route.reuse")
+    assert address(other) not in (address(again), address(kept))
+    for tensor, k in ((kept, 1), (again, 3), (other, 4)):
+        np.testing.assert_array_equal(tensor.numpy().ravel(), np.full(count, k * ranks_sum))
+    # x = allreduce(x): the previous result lives while the next call runs, so the
+    # calls take turns between two buffers of a size (one no call above used).
+    chained = tf.fill([3 * count // 4], float(rank + 1))
+    addresses = []
+    for _ in range(4):
+        chained = tfdist.allreduce(chained, op=tfdist.Average, name="route.chain")
+        addresses.append(address(chained))
+        np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+    assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+    # At most two free buffers of a size are kept.
+    kept_buffers = eager._library.eager_module().kept_result_buffers
+    fives = [tfdist.allreduce(at_limit[:1000], op=tfdist.Sum, name="route.five")
+             for _ in range(5)]
+    before = kept_buffers()
+    del fives
+    assert kept_buffers() == before + 2, (before, kept_buffers())
 
     # Arguments are checked before anything runs, alike on every rank.
     x = tf.constant(contribution(rank, (3,), tfdist.Sum), tf.float32)
