@@ -9,17 +9,18 @@ the same job, so that auto runs the same algorithm in all three:
 
 - ``op``: TensorFlow's op (the fast path's limit moved to 0 for the block);
 - ``fast``: the fast path (``tfdist/_eager.py``; the limit moved above the
-  size), its result allocated as ``tfdist`` does (64-byte aligned from
-  ``_ALIGNED_FROM_BYTES`` up, so that the result tensor uses it uncopied);
-- ``fast, unaligned``: the fast path with a plain ``np.empty_like`` result,
-  which TensorFlow copies into the result tensor when it is not 64-byte
-  aligned: what the alignment saves.
+  size) as tfdist takes it: the library's tensor route where this TensorFlow
+  allows it (``cc/tf/eager_tensors.h``);
+- ``fast, NumPy route``: the fast path's fallback route (the tensor route
+  off): the input's NumPy view, a result array (64-byte aligned from
+  ``_ALIGNED_FROM_BYTES`` up) and TensorFlow's Python constructor.
 
 Each cell is the median over rounds of the slowest rank's mean per call. The
 ratio fast / op says where ``FAST_PATH_MAX_BYTES`` belongs (docs/runtime.md,
-"The eager fast path"); "fast / unaligned, paired" (the median over rounds of
-the two blocks' ratio within a round) where ``_ALIGNED_FROM_BYTES`` does:
-below it the two are the same calls, an A/A control.
+"The eager fast path"); "fast / NumPy route, paired" (the median over rounds of
+the two blocks' ratio within a round) what the tensor route saves. (Files
+from before the tensor route have ``fast, unaligned`` instead: the NumPy route
+with a plain ``np.empty_like`` result, against the aligned one.)
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from benchmarks._interleaved import (algorithms_run, paired_ratio, round_order,
                                      slowest_seconds_per_call)
 
 DEFAULT_SIZES = "65536,131072,262144,524288,1048576,4194304,16777216"
-METHODS = ("op", "fast", "fast, unaligned")
+METHODS = ("op", "fast", "fast, NumPy route")
 
 
 def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, Any]]:
@@ -44,7 +45,7 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
 
     import tfdist
     from tfdist import _eager
-    limit, new_result = _eager.FAST_PATH_MAX_BYTES, _eager._new_result
+    limit, in_c = _eager.FAST_PATH_MAX_BYTES, _eager._tensor_entry_point()
     rows = []
     try:
         for nbytes in sizes:
@@ -53,8 +54,8 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
             def take(method: str) -> None:
                 """Makes the next calls go the method's way."""
                 _eager.FAST_PATH_MAX_BYTES = 0 if method == "op" else nbytes
-                _eager._new_result = (np.empty_like if method == "fast, unaligned"
-                                      else new_result)
+                _eager._tensor_entry_point = ((lambda: None) if method == "fast, NumPy route"
+                                              else (lambda: in_c))
 
             def call() -> Any:
                 return tfdist.allreduce(x, op=tfdist.Sum, name=f"bench.fast.{nbytes}")
@@ -84,14 +85,15 @@ def measure(comm, sizes: List[int], rounds: int, calls: int) -> List[Dict[str, A
             for method in METHODS:
                 row[f"{method}_us"] = statistics.median(samples[method]) * 1e6
             row["fast_vs_op"] = row["fast_us"] / row["op_us"]
-            row["unaligned_vs_op"] = row["fast, unaligned_us"] / row["op_us"]
-            row["fast_vs_unaligned_paired"] = paired_ratio(samples["fast"],
-                                                           samples["fast, unaligned"])
+            row["numpy_vs_op"] = row["fast, NumPy route_us"] / row["op_us"]
+            row["fast_vs_numpy_paired"] = paired_ratio(samples["fast"],
+                                                       samples["fast, NumPy route"])
             rows.append(row)
             if comm.rank == 0:
                 print(_format_row(row), flush=True)
     finally:
-        _eager.FAST_PATH_MAX_BYTES, _eager._new_result = limit, new_result
+        _eager.FAST_PATH_MAX_BYTES = limit
+        _eager._tensor_entry_point = lambda: in_c
     return rows
 
 
@@ -99,23 +101,34 @@ def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
-COLUMNS = ("size", "auto ran", "op µs", "fast µs", "fast, unaligned µs", "fast / op",
-           "unaligned / op")
-PAIRED_COLUMN = "fast / unaligned, paired"
+# The third method's columns: (its key, its µs column, the ratio column and key, the
+# paired column and key). Files from before the tensor route have the first.
+LAYOUTS = (("fast, unaligned", "fast, unaligned µs", "unaligned / op", "unaligned_vs_op",
+            "fast / unaligned, paired", "fast_vs_unaligned_paired"),
+           ("fast, NumPy route", "fast, NumPy route µs", "NumPy route / op", "numpy_vs_op",
+            "fast / NumPy route, paired", "fast_vs_numpy_paired"))
 
 
-def _header(paired: bool) -> str:
-    """The table's header; files from before the paired column render without it."""
-    columns = COLUMNS + ((PAIRED_COLUMN,) if paired else ())
+def _layout(row: Dict[str, Any]) -> tuple:
+    return next(layout for layout in LAYOUTS if f"{layout[0]}_us" in row)
+
+
+def _header(row: Dict[str, Any]) -> str:
+    """The table's header for rows like `row`; files from before the paired column
+    render without it."""
+    method, column, ratio, _, paired, paired_key = _layout(row)
+    columns = ("size", "auto ran", "op µs", "fast µs", column, "fast / op", ratio)
+    columns += (paired,) if paired_key in row else ()
     return "| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|"
 
 
 def _format_row(row: Dict[str, Any]) -> str:
+    method, _, _, ratio_key, _, paired_key = _layout(row)
     cells = (f"| {_size(row['bytes'])} | {row['auto_ran']} | {row['op_us']:.1f} | "
-             f"{row['fast_us']:.1f} | {row['fast, unaligned_us']:.1f} | "
-             f"{row['fast_vs_op']:.2f} | {row['unaligned_vs_op']:.2f} |")
-    if "fast_vs_unaligned_paired" in row:
-        cells += f" {row['fast_vs_unaligned_paired']:.3f} |"
+             f"{row['fast_us']:.1f} | {row[f'{method}_us']:.1f} | "
+             f"{row['fast_vs_op']:.2f} | {row[ratio_key]:.2f} |")
+    if paired_key in row:
+        cells += f" {row[paired_key]:.3f} |"
     return cells
 
 
@@ -128,7 +141,7 @@ def summary(document: Dict[str, Any]) -> str:
         f"and through the fast path (limit {document['limit_bytes']} B in tfdist), median over "
         f"{first['rounds']} interleaved rounds of {first['calls']} calls of the slowest "
         f"rank's mean per call.", "",
-        _header(bool(rows) and "fast_vs_unaligned_paired" in rows[0]),
+        _header(rows[0]) if rows else "",
         *(_format_row(r) for r in rows)])
 
 
@@ -150,7 +163,7 @@ def main(argv: List[str]) -> int:
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     if comm.rank == 0:
-        print(_header(paired=True), flush=True)
+        print(_header({"fast, NumPy route_us": 0, "fast_vs_numpy_paired": 0}), flush=True)
     rows = measure(comm, sizes, args.rounds, args.calls)
     if comm.rank == 0:
         _results.publish(args, "eager_fast_path",

@@ -73,8 +73,9 @@ def test_training_benchmark_measures_every_row_against_the_ceiling(tmp_path):
 
 
 def test_eager_fast_path_benchmark_times_both_paths_with_one_algorithm(tmp_path):
-    # Two sizes either side of the alignment threshold, at np 2: every way of making the
-    # call is timed, gives the right sum (the benchmark checks it), and ran auto's pick.
+    # Two sizes either side of the NumPy route's alignment threshold, at np 2: every way
+    # of making the call (the op, the tensor route, the NumPy route) is timed, gives the
+    # right sum (the benchmark checks it), and ran auto's pick.
     result = run_command(
         [sys.executable, "-m", "tfdistrun", "-np", "2", "--timeout", "240", sys.executable,
          "-m", "benchmarks.eager_fast_path", "--sizes", "65536,1048576", "--rounds", "2",
@@ -84,10 +85,12 @@ def test_eager_fast_path_benchmark_times_both_paths_with_one_algorithm(tmp_path)
     document = json.loads((tmp_path / "fast.json").read_text())
     assert document["np"] == 2 and [r["bytes"] for r in document["rows"]] == [65536, 1048576]
     for row in document["rows"]:
-        assert all(row[f"{m}_us"] > 0 for m in ("op", "fast", "fast, unaligned")), row
+        assert all(row[f"{m}_us"] > 0 for m in ("op", "fast", "fast, NumPy route")), row
         assert row["auto_ran"] in ("tree", "butterfly", "ring", "rabenseifner"), row
         assert row["fast_vs_op"] == pytest.approx(row["fast_us"] / row["op_us"])
-    assert "| 1 MiB |" in (tmp_path / "fast.md").read_text()
+        assert row["fast_vs_numpy_paired"] > 0, row
+    text = (tmp_path / "fast.md").read_text()
+    assert "| 1 MiB |" in text and "fast / NumPy route, paired" in text
 
 
 def test_mpi_drift_benchmark_times_every_window(tmp_path):
