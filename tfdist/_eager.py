@@ -12,8 +12,9 @@ Two routes lead there. The library's own (``allreduce_tensor``,
 result in aligned buffers the library keeps per size
 (``cc/tf/result_buffers.h``). Where this TensorFlow lacks the functions that
 needs, the NumPy route below does the same through the tensor's NumPy view,
-a result array (``_new_result``) and TensorFlow's Python constructor, about
-4 µs slower at 64 KiB.
+a result array (``_new_result``) and TensorFlow's Python constructor: at np 2 the
+tensor route took 0.71-0.79x its time at 64 KiB and 0.76-0.84x at 256 KiB
+(benchmarks.eager_fast_path, docs/runtime.md "The eager fast path").
 
 The op is still used whenever it may matter: inside ``tf.function``, while a
 gradient tape could record the call, for tensors on other devices, for a
