@@ -219,6 +219,41 @@ def check_topology(rank, size):
     assert tfdist.size() == size
 
 
+def _address(tensor):
+    return tensor._numpy().__array_interface__["data"][0]
+
+
+def assert_result_buffers_reused(rank, size, prefix, count):
+    """The eager fast path's result buffers, on whichever route it takes now: a buffer is
+    taken again once no tensor uses it, and never while one does (not while a reshape of
+    a result lives on, nor the result itself); ``x = allreduce(x)``, whose previous result
+    lives while the next call runs, takes turns between two buffers of a size. Makes six
+    calls of ``count`` float32 and four of 3/4 of that (sizes no earlier call used)."""
+    at_limit = tf.fill([count], float(rank + 1))
+    ranks_sum = size * (size + 1) / 2
+    first = tfdist.allreduce(at_limit, op=tfdist.Sum, name=f"{prefix}.reuse")
+    first_address = _address(first)
+    kept = tf.reshape(first, [2, -1])
+    del first
+    held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name=f"{prefix}.reuse")
+    assert _address(kept) == first_address and _address(held) != first_address
+    held_address = _address(held)
+    del held
+    again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name=f"{prefix}.reuse")
+    assert _address(again) == held_address, "a free result buffer was not taken again"
+    other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name=f"{prefix}.reuse")
+    assert _address(other) not in (_address(again), _address(kept))
+    for tensor, k in ((kept, 1), (again, 3), (other, 4)):
+        np.testing.assert_array_equal(tensor.numpy().ravel(), np.full(count, k * ranks_sum))
+    chained = tf.fill([3 * count // 4], float(rank + 1))
+    addresses = []
+    for _ in range(4):
+        chained = tfdist.allreduce(chained, op=tfdist.Average, name=f"{prefix}.chain")
+        addresses.append(_address(chained))
+        np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+    assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+
+
 def check_eager_fast_path(rank, size):
     """Small eager allreduces skip the op; everything else takes it; results agree."""
     from tfdist import _eager as eager
@@ -288,47 +323,21 @@ def check_eager_fast_path(rank, size):
                 np.testing.assert_array_equal(
                     total.numpy(), k * np.arange(np.prod(wide_shape), dtype=np.float64).reshape(
                         wide_shape) * size * (size + 1) / 2)
-            # A result buffer is taken again once no tensor uses it, and never while one
-            # does: not while a reshape of the result lives on, nor the result itself.
-            def address(tensor):
-                return tensor._numpy().__array_interface__["data"][0]
-
-            ranks_sum = size * (size + 1) / 2
-            first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="fast.reuse")
-            first_address = address(first)
-            kept = tf.reshape(first, [2, -1])
-            del first
-            held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="fast.reuse")
-            assert address(kept) == first_address and address(held) != first_address
-            np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
-            held_address = address(held)
-            del held
-            again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="fast.reuse")
-            assert address(again) == held_address, "a free result buffer was not taken again"
-            np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
-            np.testing.assert_array_equal(kept.numpy().ravel(), np.full(count, ranks_sum))
-            other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="fast.reuse")
-            assert address(other) not in (address(again), address(kept))
-            np.testing.assert_array_equal(again.numpy(), np.full(count, 3 * ranks_sum))
-            np.testing.assert_array_equal(other.numpy(), np.full(count, 4 * ranks_sum))
-            assert len(calls) == 10, calls
-            # x = allreduce(x): the previous result lives while the next call runs, so the
-            # calls take turns between two buffers of a size (a size no call above used).
-            # (Addresses alone could not tell: malloc may hand a freed buffer's memory out again.)
-            chained = tf.fill([3 * count // 4], float(rank + 1))
-            addresses, allocations = [], []
+            # The same buffers taken again, and a chain of four calls allocating two
+            # (addresses alone could not tell: malloc may hand a freed buffer's memory out
+            # again).
+            allocations = []
             allocate = eager._ResultBuffers._allocate
             eager._ResultBuffers._allocate = staticmethod(
                 lambda nbytes: allocations.append(nbytes) or allocate(nbytes))
             try:
-                for _ in range(4):
-                    chained = tfdist.allreduce(chained, op=tfdist.Average, name="fast.chain")
-                    addresses.append(address(chained))
-                    np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
+                assert_result_buffers_reused(rank, size, "fast", count)
             finally:
                 eager._ResultBuffers._allocate = staticmethod(allocate)
-            assert allocations == [3 * count] * 2, ("a chain of calls allocated again", allocations)
-            assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+            # Three of the six calls of `count` (the one after a free buffer did not), two
+            # of the chain's four.
+            assert allocations == [4 * count] * 3 + [3 * count] * 2, (
+                "calls allocated again", allocations)
             assert len(calls) == 14, calls
         finally:
             eager._tensor_entry_point = lambda: counting_tensors
@@ -479,40 +488,12 @@ def check_eager_tensor_route(rank, size):
     taken.clear()
     assert in_c(b"route.none", below, int(tfdist.Sum), 1.0, 1.0, 0, 0, -1) is None
 
-    # Result buffers (cc/tf/result_buffers.h) are taken again once no tensor uses
-    # them, and never while one does: not while a reshape of a result lives on.
-    def address(tensor):
-        return tensor._numpy().__array_interface__["data"][0]
-
+    # The result buffers (cc/tf/result_buffers.h) are taken again as they should be.
     count = limit // 4
-    at_limit = tf.fill([count], float(rank + 1))
-    ranks_sum = size * (size + 1) / 2
-    first = tfdist.allreduce(at_limit, op=tfdist.Sum, name="route.reuse")
-    first_address = address(first)
-    kept = tf.reshape(first, [2, -1])
-    del first
-    held = tfdist.allreduce(2 * at_limit, op=tfdist.Sum, name="route.reuse")
-    assert address(kept) == first_address and address(held) != first_address
-    held_address = address(held)
-    del held
-    again = tfdist.allreduce(3 * at_limit, op=tfdist.Sum, name="route.reuse")
-    assert address(again) == held_address, "a free result buffer was not taken again"
-    other = tfdist.allreduce(4 * at_limit, op=tfdist.Sum, name="route.reuse")
-    assert address(other) not in (address(again), address(kept))
-    for tensor, k in ((kept, 1), (again, 3), (other, 4)):
-        np.testing.assert_array_equal(tensor.numpy().ravel(), np.full(count, k * ranks_sum))
-    # x = allreduce(x): the previous result lives while the next call runs, so the
-    # calls take turns between two buffers of a size (one no call above used).
-    chained = tf.fill([3 * count // 4], float(rank + 1))
-    addresses = []
-    for _ in range(4):
-        chained = tfdist.allreduce(chained, op=tfdist.Average, name="route.chain")
-        addresses.append(address(chained))
-        np.testing.assert_allclose(chained.numpy(), (size + 1) / 2, rtol=1e-6)
-    assert addresses[0] != addresses[1] and addresses[2:] == addresses[:2], addresses
+    assert_result_buffers_reused(rank, size, "route", count)
     # At most two free buffers of a size are kept.
     kept_buffers = eager._library.eager_module().kept_result_buffers
-    fives = [tfdist.allreduce(at_limit[:1000], op=tfdist.Sum, name="route.five")
+    fives = [tfdist.allreduce(tf.ones([1000]), op=tfdist.Sum, name="route.five")
              for _ in range(5)]
     before = kept_buffers()
     del fives
