@@ -24,16 +24,11 @@
 #include <memory>
 #include <string>
 
+#include "cc/tf/tensor_pointer.h"
 #include "tensorflow/c/eager/c_api.h"
 #include "tensorflow/c/tf_tensor.h"
 
 namespace tfdist {
-
-struct TensorDeleter {
-  void operator()(TF_Tensor* tensor) const { TF_DeleteTensor(tensor); }
-};
-// A TF_Tensor holds a reference to its memory until deleted.
-using TensorPointer = std::unique_ptr<TF_Tensor, TensorDeleter>;
 
 class EagerTensors {
  public:

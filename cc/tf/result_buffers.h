@@ -17,7 +17,8 @@
 #include <mutex>
 #include <vector>
 
-#include "cc/tf/eager_tensors.h"
+#include "cc/tf/tensor_pointer.h"
+#include "tensorflow/c/tf_datatype.h"
 
 namespace tfdist {
 
