@@ -29,7 +29,7 @@ import collections
 import functools
 import sys
 import threading
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, NoReturn, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -79,6 +79,12 @@ def _error_class(code: int) -> type:
     names = _library.status_codes()
     name = names[code] if 0 <= code < len(names) else None
     return _ERROR_CLASSES.get(name, tf.errors.UnknownError)
+
+
+def _raise_failure(failed: Tuple[int, str]) -> NoReturn:
+    """Raises the library's (StatusCode, message) as the error the op would raise."""
+    code, message = failed
+    raise _error_class(code)(None, None, message)
 
 
 @functools.lru_cache(maxsize=None)
@@ -219,7 +225,7 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
                     algorithm, process_set_id, FAST_PATH_MAX_BYTES)
         if made is None or type(made) is not tuple:
             return made
-        raise _error_class(made[0])(None, None, made[1])
+        _raise_failure(made)
     # The NumPy route, where this TensorFlow lacks what the library's needs.
     source = tensor._numpy()  # the tensor's own buffer, not a copy
     if not 0 < source.nbytes <= FAST_PATH_MAX_BYTES:
@@ -235,6 +241,5 @@ def allreduce(tensor: tf.Tensor, op: int, name: Optional[str], prescale: float,
                             int(op), float(prescale), float(postscale), algorithm,
                             process_set_id)
     if failed is not None:
-        code, message = failed
-        raise _error_class(code)(None, None, message)
+        _raise_failure(failed)
     return _EagerTensor(result, tensor.device, dtype)

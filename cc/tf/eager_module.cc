@@ -75,28 +75,47 @@ class HeldBuffer {
   bool held_ = false;
 };
 
-// Runs the library's call with the GIL released: None, or (status code,
-// message) when the collective failed.
-PyObject* RunAllreduce(const char* name, int dtype, const std::vector<int64_t>& shape,
-                       const void* input, void* output, int reduce_op, double prescale,
-                       double postscale, int algorithm, int process_set) {
-  char error[kErrorBytes];
-  error[0] = '\0';
-  int code = 0;
-  Py_BEGIN_ALLOW_THREADS
-  code = tfdist_eager_allreduce(name, dtype, shape.data(), static_cast<int>(shape.size()),
-                                input, output, reduce_op, prescale, postscale, algorithm,
-                                process_set, error, kErrorBytes);
-  Py_END_ALLOW_THREADS
-  if (code == 0) Py_RETURN_NONE;
-  return Py_BuildValue("(iN)", code, PyUnicode_DecodeUTF8(error, std::strlen(error), "replace"));
-}
-
 bool ToInt(PyObject* object, int* value) {
   long converted = PyLong_AsLong(object);
   if (converted == -1 && PyErr_Occurred()) return false;
   *value = static_cast<int>(converted);
   return true;
+}
+
+// The arguments both entries take, in this order, after their tensors:
+// reduce_op, prescale, postscale, algorithm, process_set.
+struct Reduction {
+  int reduce_op = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int algorithm = 0;
+  int process_set = 0;
+};
+
+// Reads a Reduction from first[0..5); false with a Python exception set.
+bool ReadReduction(PyObject* const* first, Reduction* r) {
+  if (!ToInt(first[0], &r->reduce_op)) return false;
+  r->prescale = PyFloat_AsDouble(first[1]);
+  if (r->prescale == -1.0 && PyErr_Occurred()) return false;
+  r->postscale = PyFloat_AsDouble(first[2]);
+  if (r->postscale == -1.0 && PyErr_Occurred()) return false;
+  return ToInt(first[3], &r->algorithm) && ToInt(first[4], &r->process_set);
+}
+
+// Runs the library's call with the GIL released: None, or (status code,
+// message) when the collective failed.
+PyObject* RunAllreduce(const char* name, int dtype, const std::vector<int64_t>& shape,
+                       const void* input, void* output, const Reduction& r) {
+  char error[kErrorBytes];
+  error[0] = '\0';
+  int code = 0;
+  Py_BEGIN_ALLOW_THREADS
+  code = tfdist_eager_allreduce(name, dtype, shape.data(), static_cast<int>(shape.size()),
+                                input, output, r.reduce_op, r.prescale, r.postscale,
+                                r.algorithm, r.process_set, error, kErrorBytes);
+  Py_END_ALLOW_THREADS
+  if (code == 0) Py_RETURN_NONE;
+  return Py_BuildValue("(iN)", code, PyUnicode_DecodeUTF8(error, std::strlen(error), "replace"));
 }
 
 // allreduce(name: bytes, dtype: int, shape: tuple, input, output, reduce_op: int,
@@ -110,11 +129,9 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
   }
   const char* name = PyBytes_AsString(args[0]);
   if (name == nullptr) return nullptr;
-  int dtype = 0, reduce_op = 0, algorithm = 0, process_set = 0;
-  if (!ToInt(args[1], &dtype) || !ToInt(args[5], &reduce_op) ||
-      !ToInt(args[8], &algorithm) || !ToInt(args[9], &process_set)) {
-    return nullptr;
-  }
+  int dtype = 0;
+  Reduction reduction;
+  if (!ToInt(args[1], &dtype) || !ReadReduction(args + 5, &reduction)) return nullptr;
   if (!PyTuple_Check(args[2])) {
     PyErr_SetString(PyExc_TypeError, "shape must be a tuple");
     return nullptr;
@@ -125,10 +142,6 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
     shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
     if (shape[i] == -1 && PyErr_Occurred()) return nullptr;
   }
-  const double prescale = PyFloat_AsDouble(args[6]);
-  if (prescale == -1.0 && PyErr_Occurred()) return nullptr;
-  const double postscale = PyFloat_AsDouble(args[7]);
-  if (postscale == -1.0 && PyErr_Occurred()) return nullptr;
   HeldBuffer input_view, output_view;
   void* input = nullptr;
   void* output = nullptr;
@@ -154,8 +167,7 @@ PyObject* EagerAllreduce(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
       return nullptr;
     }
   }
-  return RunAllreduce(name, dtype, shape, input, output, reduce_op, prescale, postscale,
-                      algorithm, process_set);
+  return RunAllreduce(name, dtype, shape, input, output, reduction);
 }
 
 // allreduce_tensor(name: bytes, tensor: EagerTensor, reduce_op: int,
@@ -180,15 +192,8 @@ PyObject* EagerAllreduceTensor(PyObject* /*module*/, PyObject* const* args, Py_s
   }
   const char* name = PyBytes_AsString(args[0]);
   if (name == nullptr) return nullptr;
-  int reduce_op = 0, algorithm = 0, process_set = 0;
-  if (!ToInt(args[2], &reduce_op) || !ToInt(args[5], &algorithm) ||
-      !ToInt(args[6], &process_set)) {
-    return nullptr;
-  }
-  const double prescale = PyFloat_AsDouble(args[3]);
-  if (prescale == -1.0 && PyErr_Occurred()) return nullptr;
-  const double postscale = PyFloat_AsDouble(args[4]);
-  if (postscale == -1.0 && PyErr_Occurred()) return nullptr;
+  Reduction reduction;
+  if (!ReadReduction(args + 2, &reduction)) return nullptr;
   const long long max_bytes = PyLong_AsLongLong(args[7]);
   if (max_bytes == -1 && PyErr_Occurred()) return nullptr;
 
@@ -211,7 +216,7 @@ PyObject* EagerAllreduceTensor(PyObject* /*module*/, PyObject* const* args, Py_s
   }
   PyObject* failed = RunAllreduce(name, static_cast<int>(dtype), shape,
                                   TF_TensorData(input.get()), TF_TensorData(output.get()),
-                                  reduce_op, prescale, postscale, algorithm, process_set);
+                                  reduction);
   if (failed != Py_None) return failed;  // (code, message), or nullptr with an exception
   Py_DECREF(failed);
   return tensors->Wrap(*output);
