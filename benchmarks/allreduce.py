@@ -35,6 +35,11 @@ of each other, so a change in the machine's speed that lasts longer than that
 cancels, where a ratio of two medians compares blocks from different moments.
 With ``--repeat-forced`` the A/A control is paired the same way.
 
+Each cell also records how busy the machine's cores were (``cores_busy``: the
+ranks' CPU time summed, over the cores times the block's time): near 1, as with
+more ranks than cores, a call's time is set by the cores the ranks take turns
+on, not by the algorithm's messages.
+
 Across emulated hosts the summary adds hierarchical's time over the ring's; with
 an emulated latency, what the tree costs beyond the butterfly in latencies L
 (issue 25, section 5: docs/algorithms.md, "Sequential messages over an emulated
@@ -59,7 +64,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -160,6 +165,16 @@ def _host_count() -> int:
     return virtual if virtual > 0 else 1
 
 
+def _machine_cores(comm) -> int:
+    """The cores the job's ranks can run on, over all the machines it spans (virtual
+    hosts on one machine share its cores)."""
+    import socket
+    per_host: Dict[str, set] = {}
+    for host, allowed in comm.allgather((socket.gethostname(), os.sched_getaffinity(0))):
+        per_host.setdefault(host, set()).update(allowed)
+    return sum(len(allowed) for allowed in per_host.values())
+
+
 #: The suffix of a forced algorithm's second column (--repeat-forced).
 REPEAT = "#2"
 
@@ -173,6 +188,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
 
     import tfdist
     forced = _forced_algorithms(comm)
+    cores = _machine_cores(comm)
     repeats = [f"{a}{REPEAT}" for a in forced] if repeat_forced else []
     methods = ["auto", *forced, *repeats, "mpi"]
     rows = []
@@ -182,7 +198,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         send = np.ones(count, np.float32)
         receive = np.empty_like(send)
 
-        def run(method: str, n: int) -> float:
+        def run(method: str, n: int, busy: Optional[List[float]] = None) -> float:
             if method == "mpi":
                 def call() -> None:
                     comm.Allreduce(send, receive, op=MPI.SUM)
@@ -200,10 +216,16 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
             # following every other equally often.
             call()
             comm.Barrier()
+            cpu_start = time.process_time()
             start = time.perf_counter()
             for _ in range(n):
                 call()
-            return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / n
+            mine = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
+            slowest = comm.allreduce(mine, op=MPI.MAX)
+            if busy is not None:
+                busy.append(comm.allreduce(cpu, op=MPI.SUM) / (cores * slowest))
+            return slowest / n
 
         # Auto first makes its choice for this size (its trials), then every
         # method is warmed up; one timed call of the slowest sizes the blocks.
@@ -213,11 +235,12 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
         probe = max(run(m, 1) for m in methods)
         calls = comm.bcast(max(1, min(200, int(seconds_per_cell / max(probe, 1e-7)))))
         samples: Dict[str, List[float]] = {m: [] for m in methods}
+        busy: Dict[str, List[float]] = {m: [] for m in methods}
         picks: Dict[str, int] = {}
         for r in range(rounds):
             for method in round_order(methods, r):
                 before = tfdist.stats()["algorithm_calls"] if method == "auto" else None
-                samples[method].append(run(method, calls))
+                samples[method].append(run(method, calls, busy[method]))
                 if before is not None:
                     for name, value in algorithms_run(before).items():
                         picks[name] = picks.get(name, 0) + value
@@ -234,6 +257,7 @@ def measure_auto_vs_forced(comm, sizes: List[int], rounds: int,
             row["best_forced_again_vs_best_forced"] = (row[f"{best}{REPEAT}_us"]
                                                        / row[f"{best}_us"])
         row["samples_us"] = {m: [seconds * 1e6 for seconds in samples[m]] for m in methods}
+        row["cores_busy"] = {m: statistics.median(busy[m]) for m in methods}
         row.update(_paired(row["samples_us"], forced, best, bool(repeats)))
         row["load_average"] = os.getloadavg()[0]
         row.update(_link_ratios(row, forced))
@@ -330,6 +354,16 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
                          + "| "
                          + " | ".join(f"{r[f'{a}{REPEAT}_us'] / r[f'{a}_us']:.2f}"
                                       for a in forced) + " |")
+    if rows and all("cores_busy" in r for r in rows):
+        methods = list(rows[0]["cores_busy"])
+        lines += ["", "Cores busy: the ranks' CPU time (user and system, the runtime's polling "
+                  "included) over the machine's cores times the block's time, median over "
+                  "rounds. Near 1 the cores, not the algorithm's messages, set a call's time.",
+                  "", "| size | " + " | ".join(methods) + " |",
+                  "|---" * (len(methods) + 1) + "|"]
+        for r in rows:
+            lines.append(f"| {_human(r['bytes'])} | "
+                         + " | ".join(f"{r['cores_busy'][m]:.2f}" for m in methods) + " |")
     for key, what in (("hierarchical_vs_ring", "hierarchical / ring"),
                       ("tree_minus_butterfly_in_latencies",
                        "(tree - butterfly) in emulated latencies L")):

@@ -127,4 +127,10 @@ def test_auto_vs_forced_keeps_every_round_and_pairs_them(tmp_path):
         again = samples[row["best_forced"] + "#2"]
         assert row["best_forced_again_vs_best_forced_paired"] == pytest.approx(
             max(float(np.median(np.divide(again, samples[f]))) for f in forced))
-    assert "Paired: the largest over the forced algorithms" in (tmp_path / "avf.md").read_text()
+        # CPU time over cores x time: above 0, and one process cannot keep more than
+        # every core busy (a few per cent for the clocks' granularity).
+        assert set(row["cores_busy"]) == set(samples), row["cores_busy"]
+        assert all(0 < v <= 1.05 for v in row["cores_busy"].values()), row["cores_busy"]
+    text = (tmp_path / "avf.md").read_text()
+    assert "Paired: the largest over the forced algorithms" in text
+    assert "Cores busy: the ranks' CPU time" in text
