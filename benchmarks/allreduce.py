@@ -36,9 +36,10 @@ cancels, where a ratio of two medians compares blocks from different moments.
 With ``--repeat-forced`` the A/A control is paired the same way.
 
 Each cell also records how busy the machine's cores were (``cores_busy``: the
-ranks' CPU time summed, over the cores times the block's time): near 1, as with
-more ranks than cores, a call's time is set by the cores the ranks take turns
-on, not by the algorithm's messages.
+ranks' CPU time summed, over the cores times the block's time): at 1, as with
+more ranks than cores, no core was ever idle and the ranks took turns on the
+cores (working, or polling for messages); below 1 they also waited together
+with cores idle, as all the ranks of an exchange over an emulated link do.
 
 Across emulated hosts the summary adds hierarchical's time over the ring's; with
 an emulated latency, what the tree costs beyond the butterfly in latencies L
@@ -358,7 +359,9 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
         methods = list(rows[0]["cores_busy"])
         lines += ["", "Cores busy: the ranks' CPU time (user and system, the runtime's polling "
                   "included) over the machine's cores times the block's time, median over "
-                  "rounds. Near 1 the cores, not the algorithm's messages, set a call's time.",
+                  "rounds. At 1 no core was ever idle: the ranks took turns on the cores, "
+                  "working or polling. Below 1 they also waited together, cores idle (for "
+                  "an emulated link's latency, asleep).",
                   "", "| size | " + " | ".join(methods) + " |",
                   "|---" * (len(methods) + 1) + "|"]
         for r in rows:
