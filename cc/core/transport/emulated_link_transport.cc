@@ -15,15 +15,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The last stretch of a wait is polled, as MPI polls for a message in
+// flight, so that the wait ends when the modelled time comes. A thread asleep
+// until then wakes when the scheduler gets to it: with four ranks on two
+// cores, tens of µs late, and late most where every rank of an exchange
+// sleeps at once, as in the butterfly's. Sleeping to the end made the
+// butterfly across 2x2 emulated hosts at 50 µs slower per call than the
+// tree, which the model (one inter-host latency against two) and a polling
+// network rank the other way (docs/algorithms.md). Only the last
+// kPollWindow: longer waits (a large message's time on the NIC, a 1 ms
+// latency) sleep the rest, leaving the cores to the ranks that have work.
+constexpr auto kPollWindow = std::chrono::microseconds(200);
+
 // Linux lets a sleeping thread wake up to 50 us late by default (timer
-// slack), five times the smallest latency the emulation must hit; ask for
-// the tightest wake-up once per thread that sleeps here.
-void SleepUntil(Clock::time_point when) {
+// slack); ask for the tightest wake-up once per thread that sleeps here.
+void WaitUntil(Clock::time_point when) {
 #ifdef __linux__
   thread_local const bool tight_timer = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
   (void)tight_timer;
 #endif
-  if (Clock::now() < when) std::this_thread::sleep_until(when);
+  if (Clock::now() < when - kPollWindow) std::this_thread::sleep_until(when - kPollWindow);
+  // Yielding: a rank with work on this core runs first.
+  while (Clock::now() < when) std::this_thread::yield();
 }
 
 Clock::duration Seconds(double seconds) {
@@ -52,7 +65,7 @@ class EmulatedSendOp : public PendingOp {
     if (!done_) {
       status_ = WaitBoth(*header_op_, *payload_op_);
       if (status_.ok()) {
-        SleepUntil(left_nic_);
+        WaitUntil(left_nic_);
         owner_.AdvanceModelledTo(modelled_left_s_);
       }
       done_ = true;
@@ -83,7 +96,7 @@ class EmulatedRecvOp : public PendingOp {
     if (!done_) {
       status_ = WaitBoth(*header_op_, *payload_op_);
       if (status_.ok()) {
-        SleepUntil(Clock::time_point(Clock::duration(header_.arrival_ticks)));
+        WaitUntil(Clock::time_point(Clock::duration(header_.arrival_ticks)));
         owner_.AdvanceModelledTo(header_.modelled_arrival_s);
       }
       done_ = true;

@@ -13,9 +13,12 @@
 // may wait on its receive before its send, so holding the send back until
 // Wait() could deadlock), preceded by an 8-byte header on the same tag that
 // carries the arrival time. The receiver's Wait() waits for both, then
-// sleeps until the arrival time; the sender's Wait() sleeps until the
-// message has left its NIC. Both sleep, never spin, so that eight ranks on
-// two cores measure the modelled network rather than CPU contention. An
+// waits until the arrival time; the sender's Wait() waits until the message
+// has left its NIC. Both sleep, and poll (yielding the core) only the last
+// 200 µs, as a receiver polling its network would: sleeping to the end
+// added the scheduler's wake-up delay to every message, most where all the
+// ranks of an exchange slept at once; sleeping the rest keeps eight ranks on
+// two cores measuring the modelled network rather than CPU contention. An
 // exchange (SendRecv) dates its outgoing message when it is called, before
 // its receive is posted: on shared memory, posting a receive for a large
 // message that has already been announced copies it right there, and a
