@@ -649,6 +649,47 @@ def check_auto_falls_back_where_mpi_cannot_reduce(rank, size):
     np.testing.assert_array_equal(y.numpy(), np.full(n, size * (size + 1) / 2, np.float32))
 
 
+def check_auto_runs_mpi_below_1kib(rank, size):
+    """Below 1 KiB auto runs MPI_Allreduce from the first call, with no trials (the
+    executor's kMpiAllreduceBelowBytes), except over emulated links, which MPI would
+    bypass; a call MPI cannot reduce (float16 on the wire) runs the butterfly. Every
+    result matches numpy's, in every dtype MPI reduces and with scaling after MPI."""
+    if size == 1:
+        return
+    from mpi4py import MPI
+    emulated = (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0
+    rng = np.random.default_rng(1234)
+    per_rank = [rng.integers(-50, 50, size=255) for _ in range(size)]
+    for elements in (1, 3, 64, 255):  # 4 B to 1,020 B of float32: classes 2^2 to 2^9
+        nbytes = 4 * elements
+        assert (tfdist.algorithm_for(nbytes) == "mpi") != emulated, (
+            nbytes, emulated, tfdist.algorithm_for(nbytes))
+        for dtype in (tf.float32, tf.int32, tf.float64):
+            mine = per_rank[rank][:elements]
+            x = tf.constant(mine, dtype=dtype)
+            algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
+                x, op=tfdist.Sum, name=f"auto.small.{elements}.{dtype.name}"))
+            expected = np.sum([p[:elements] for p in per_rank], axis=0)
+            np.testing.assert_array_equal(y.numpy(), expected.astype(dtype.as_numpy_dtype))
+            if dtype.size == 4:  # the size class asked about above
+                assert (algorithm == "mpi") != emulated, (algorithm, nbytes, emulated)
+        x = tf.constant(per_rank[rank][:elements], dtype=tf.float32)
+        algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
+            x, op=tfdist.Average, postscale_factor=0.5, name=f"auto.small.{elements}.avg"))
+        expected = np.mean([p[:elements] for p in per_rank], axis=0) * 0.5
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+        assert (algorithm == "mpi") != emulated, (algorithm, nbytes, emulated)
+    # Twice the elements in float16 on the wire: 1,020 B, the class MPI runs above.
+    halves = tf.constant(np.tile(per_rank[rank][:255], 2), dtype=tf.float32)
+    algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
+        halves, op=tfdist.Sum, compression=tfdist.Compression.fp16, name="auto.small.fp16"))
+    assert emulated or algorithm == "butterfly", algorithm
+    expected = np.tile(np.sum([p[:255] for p in per_rank], axis=0), 2)
+    np.testing.assert_array_equal(y.numpy(), expected.astype(np.float32))
+    every_rank = MPI.COMM_WORLD.allgather(tfdist.stats()["algorithm_calls"])
+    assert all(theirs == every_rank[0] for theirs in every_rank), every_rank
+
+
 def check_every_algorithm_counted(rank, size):
     """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
@@ -672,6 +713,7 @@ CHECKS.check("eager_fast_path")(check_eager_fast_path)
 CHECKS.check("eager_tensor_route")(check_eager_tensor_route)
 CHECKS.check("auto_trials")(check_auto_trials)
 CHECKS.check("auto_mpi_fallback")(check_auto_falls_back_where_mpi_cannot_reduce)
+CHECKS.check("auto_mpi_below_1kib")(check_auto_runs_mpi_below_1kib)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
 CHECKS.setup(lambda rank, size: tfdist.shutdown())
 

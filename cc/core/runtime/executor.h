@@ -45,6 +45,20 @@ struct ReferenceAllreduce {
 
 class CollectiveExecutor {
  public:
+  // Below this many bytes "auto" runs MPI_Allreduce where it may pick it
+  // (ReferenceAllreduce::auto_may_pick), without trials. Every algorithm is
+  // a few messages of a few bytes there, and MPI's own makes them inside
+  // one call where ours go through the transport a message at a time. In
+  // every 40-round job at np 2-4 (docs/cost_model.md, "Forty rounds") MPI
+  // forced was the fastest or within 8% of it from 4 to 256 B, and the
+  // trials, which time single calls, kept the tree at np 3 and 4 where a
+  // stream of its calls was 7-12% slower than MPI's. From 4 KiB on, the
+  // tree and the butterfly beat MPI by 10-25% at np 3 and 4, so the trials
+  // decide there. A power of two: a size class lies wholly on one side.
+  static constexpr size_t kMpiAllreduceBelowBytes = 1024;
+  static_assert((kMpiAllreduceBelowBytes & (kMpiAllreduceBelowBytes - 1)) == 0,
+                "a size class must lie wholly on one side");
+
   // Collectives move their data over `transport` (the process's transport,
   // or an emulated-link wrapper of it); barriers go through `control_plane`.
   // Both must outlive the executor. `hosts` and `network` are what "auto"
@@ -70,6 +84,9 @@ class CollectiveExecutor {
               // would be the only candidate.
               if (reference_allreduce_.reduce && reference_allreduce_.auto_may_pick &&
                   !candidates.empty()) {
+                if (bytes < kMpiAllreduceBelowBytes) {
+                  return AlgorithmChooser::Candidates{AllreduceAlgorithm::kMpi};
+                }
                 candidates.push_back(AllreduceAlgorithm::kMpi);
               }
               return candidates;
