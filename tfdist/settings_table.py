@@ -68,7 +68,8 @@ SETTINGS: Tuple[Setting, ...] = (
             "(by each one's call a fifth of the way up from its fastest; at two ranks "
             "never the tree). Each timed call follows an untimed one of the same "
             "algorithm, which pays what the previous candidate's call left behind; "
-            "0 trusts the cost model.",
+            "0 trusts the cost model. Below 1 KiB `auto` runs `mpi` untimed, except "
+            "over emulated links.",
             cpp_key="auto_trials", cpp_member="auto_trials"),
     Setting("fusion_threshold", "int", 64 * 1024 * 1024,
             "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",
