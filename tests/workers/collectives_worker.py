@@ -567,6 +567,12 @@ def _algorithm_of_next_call(call):
     return ran[0], result
 
 
+def _over_emulated_links():
+    """Whether this job emulates links between hosts, where auto never runs MPI_Allreduce
+    (it would bypass the emulated link)."""
+    return (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0
+
+
 def check_auto_trials(rank, size):
     """auto's first calls of a size class go round the cost model's plausible
     algorithms, its pick first, and MPI_Allreduce last (not over emulated links),
@@ -598,7 +604,7 @@ def check_auto_trials(rank, size):
     assert size != 2 or "tree" not in candidates, ran
     # MPI_Allreduce, a choice a user can force, is timed last, except over emulated
     # links, which it would bypass.
-    emulated = (settings.emulated_bandwidth or 0) > 0
+    emulated = _over_emulated_links()
     assert ("mpi" in candidates) != emulated, (ran, emulated)
     assert emulated or candidates[-1] == "mpi", ran
     trials = 2 * rounds * len(candidates)
@@ -626,7 +632,7 @@ def check_auto_falls_back_where_mpi_cannot_reduce(rank, size):
     """While auto's trials visit MPI_Allreduce, a call that MPI cannot reduce (float16 on
     the wire) runs the model's pick instead, with the right result, and is no trial: the
     next call of the size class still runs MPI's visit."""
-    if size == 1 or (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0:
+    if size == 1 or _over_emulated_links():
         return  # no MPI among the candidates (check_auto_trials)
     n = 2_100_001  # 8.4 MB: a size class (2^23 bytes) no other check reduces with auto
     x = tf.fill([n], float(rank + 1))
@@ -657,35 +663,34 @@ def check_auto_runs_mpi_below_1kib(rank, size):
     if size == 1:
         return
     from mpi4py import MPI
-    emulated = (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0
+    emulated = _over_emulated_links()
     rng = np.random.default_rng(1234)
-    per_rank = [rng.integers(-50, 50, size=255) for _ in range(size)]
+    per_rank = np.stack([rng.integers(-50, 50, size=255) for _ in range(size)])
+    total = per_rank.sum(axis=0)
     for elements in (1, 3, 64, 255):  # 4 B to 1,020 B of float32: classes 2^2 to 2^9
         nbytes = 4 * elements
         assert (tfdist.algorithm_for(nbytes) == "mpi") != emulated, (
             nbytes, emulated, tfdist.algorithm_for(nbytes))
+        mine = per_rank[rank, :elements]
         for dtype in (tf.float32, tf.int32, tf.float64):
-            mine = per_rank[rank][:elements]
             x = tf.constant(mine, dtype=dtype)
             algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
                 x, op=tfdist.Sum, name=f"auto.small.{elements}.{dtype.name}"))
-            expected = np.sum([p[:elements] for p in per_rank], axis=0)
-            np.testing.assert_array_equal(y.numpy(), expected.astype(dtype.as_numpy_dtype))
+            np.testing.assert_array_equal(
+                y.numpy(), total[:elements].astype(dtype.as_numpy_dtype))
             if dtype.size == 4:  # the size class asked about above
                 assert (algorithm == "mpi") != emulated, (algorithm, nbytes, emulated)
-        x = tf.constant(per_rank[rank][:elements], dtype=tf.float32)
+        x = tf.constant(mine, dtype=tf.float32)
         algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
             x, op=tfdist.Average, postscale_factor=0.5, name=f"auto.small.{elements}.avg"))
-        expected = np.mean([p[:elements] for p in per_rank], axis=0) * 0.5
-        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+        np.testing.assert_allclose(y.numpy(), total[:elements] / size * 0.5, rtol=1e-6)
         assert (algorithm == "mpi") != emulated, (algorithm, nbytes, emulated)
     # Twice the elements in float16 on the wire: 1,020 B, the class MPI runs above.
-    halves = tf.constant(np.tile(per_rank[rank][:255], 2), dtype=tf.float32)
+    halves = tf.constant(np.tile(per_rank[rank], 2), dtype=tf.float32)
     algorithm, y = _algorithm_of_next_call(lambda: tfdist.allreduce(
         halves, op=tfdist.Sum, compression=tfdist.Compression.fp16, name="auto.small.fp16"))
     assert emulated or algorithm == "butterfly", algorithm
-    expected = np.tile(np.sum([p[:255] for p in per_rank], axis=0), 2)
-    np.testing.assert_array_equal(y.numpy(), expected.astype(np.float32))
+    np.testing.assert_array_equal(y.numpy(), np.tile(total, 2).astype(np.float32))
     every_rank = MPI.COMM_WORLD.allgather(tfdist.stats()["algorithm_calls"])
     assert all(theirs == every_rank[0] for theirs in every_rank), every_rank
 
