@@ -23,7 +23,10 @@ model, rounds alternate between:
   eager ``tfdist.allreduce``, with nothing to overlap it. With one core per
   rank, moving the bytes takes the core from the step whatever the scheme,
   so these rows bound what data-parallel training can reach on the machine
-  with that allreduce.
+  with that allreduce. Each round also times that allreduce alone, by MPI and
+  by every algorithm of tfdist's, and adds the fastest to the lock-step row's
+  step: ``lockstep+fastest (computed)``, the bound with the fastest allreduce
+  measured on the machine that round.
 
 Throughput is the sum over ranks of samples per second; the ratio to the
 ceiling is the fraction of the machine that data-parallel training keeps.
@@ -149,12 +152,72 @@ class Trainer:
         return clock.end - clock.start
 
 
+#: Blocking calls per round of each allreduce timed alone (``--serial-bounds``).
+ALONE_CALLS = 20
+#: The row of the lock-step step plus the fastest allreduce timed alone that round.
+FASTEST_BOUND = "lockstep+fastest (computed)"
+
+
+def _allreduces_alone(comm, count: int) -> Dict[str, Callable[[], None]]:
+    """One blocking allreduce of ``count`` float32 by MPI (in place) and by tfdist with
+    each algorithm forced and with auto: what the gradients' bytes cost to move alone."""
+    import numpy as np
+    import tensorflow as tf
+    import tfdist
+    from mpi4py import MPI
+    buffer = np.zeros(count, np.float32)
+    tensor = tf.zeros([count], tf.float32)
+    calls: Dict[str, Callable[[], None]] = {
+        "mpi": lambda: comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)}
+    for algorithm in (None, "ring", "rabenseifner", "butterfly"):
+        label = f"tfdist {algorithm or 'auto'}"
+        calls[label] = (lambda algorithm=algorithm, label=label: tfdist.allreduce(
+            tensor, op=tfdist.Sum, name=f"alone {label}", algorithm=algorithm))
+    return calls
+
+
+def _time_alone(comm, call: Callable[[], None]) -> float:
+    """Seconds per call of ``call``, the slowest rank's mean over ALONE_CALLS calls."""
+    from mpi4py import MPI
+    call()  # untimed: what the previous block left behind
+    comm.Barrier()
+    start = time.perf_counter()
+    for _ in range(ALONE_CALLS):
+        call()
+    return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / ALONE_CALLS
+
+
+def _computed_bounds(rates: Dict[str, List[float]], alone: Dict[str, List[float]],
+                     samples_per_step: int) -> Dict[str, List[float]]:
+    """Per round, the ratio to the ceiling of lock-step's step plus each allreduce alone.
+
+    ``samples_per_step``: the batch summed over ranks, so that ``samples_per_step / rate``
+    is a step's seconds. With one core per rank nothing overlaps the allreduce, so a
+    step of data-parallel training with that allreduce takes at least this long.
+    """
+    bounds: Dict[str, List[float]] = {}
+    for name, seconds in alone.items():
+        bounds[name] = [samples_per_step / (samples_per_step / lockstep + t) / ceiling
+                        for lockstep, ceiling, t in zip(rates["lockstep"], rates["ceiling"],
+                                                        seconds)]
+    return bounds
+
+
 def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
-                  rounds: int) -> Dict[str, Dict]:
-    """Alternates the trainers for ``rounds`` rounds; returns samples/s (summed over ranks)."""
+                  rounds: int,
+                  alone: Optional[Dict[str, Callable[[], None]]] = None) -> Dict[str, Dict]:
+    """Alternates the trainers for ``rounds`` rounds; returns samples/s (summed over ranks).
+
+    ``alone``: allreduces to time by themselves after each round's trainers, and to add
+    to the lock-step row's steps (``lockstep+fastest (computed)``).
+    """
+    alone = alone or {}
     for trainer in trainers.values():  # trace and warm up, outside the timing
         comm.Barrier()
         trainer.run(max(3, steps // 5))
+    for call in alone.values():
+        call()
+    alone_seconds: Dict[str, List[float]] = {name: [] for name in alone}
     rates: Dict[str, List[float]] = {name: [] for name in trainers}
     # Per round, the rank with the most: page faults and descheduling are what slowed
     # rounds down on the 2-core VM, and a step waits for the slowest rank.
@@ -168,6 +231,8 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
             for counter in trainer.per_step:
                 counts[name].setdefault(counter, []).append(
                     max(rank_counts[counter] for rank_counts in every_rank))
+        for name, call in alone.items():
+            alone_seconds[name].append(_time_alone(comm, call))
     results = {name: {"samples_per_second": statistics.median(values), "rounds": values}
                for name, values in rates.items()}
     for name, by_counter in counts.items():
@@ -181,6 +246,19 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
             ratios = [a / c for a, c in zip(rates[name], rates["ceiling"])]
             results[name]["ratio"] = statistics.median(ratios)
             results[name]["round_ratios"] = ratios
+    if alone:
+        bounds = _computed_bounds(rates, alone_seconds, batch * comm.size)
+        fastest = [max(per_name[r] for per_name in bounds.values()) for r in range(rounds)]
+        results[FASTEST_BOUND] = {
+            "ratio": statistics.median(fastest), "round_ratios": fastest,
+            "samples_per_second": statistics.median(
+                [f * c for f, c in zip(fastest, rates["ceiling"])])}
+        results["alone_us"] = {name: statistics.median(seconds) * 1e6
+                               for name, seconds in alone_seconds.items()}
+        results["round_alone_us"] = {name: [t * 1e6 for t in seconds]
+                                     for name, seconds in alone_seconds.items()}
+        results["computed_bounds"] = {name: statistics.median(values)
+                                      for name, values in bounds.items()}
     return results
 
 
@@ -373,7 +451,9 @@ def run(method: str, models: List[str], batch: int, steps: Dict[str, int], round
                                                                        groups)
             else:
                 trainers.update(_working_mwms_trainer(strategy, kind, batch, comm, results))
-            measured = _timed_rounds(comm, trainers, batch, steps[kind], rounds)
+            alone = (_allreduces_alone(comm, trainers["ceiling"].model.count_params())
+                     if serial_bounds else None)
+            measured = _timed_rounds(comm, trainers, batch, steps[kind], rounds, alone)
             entry = {"parameters": trainers["ceiling"].model.count_params(), **measured}
         except Exception as error:  # noqa: BLE001  (report it: tf.distribute may not work)
             entry = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
@@ -411,8 +491,8 @@ def summary(document: Dict[str, Any]) -> str:
                              f"| | | | | | |")
                 continue
             for name, measured in entry.items():
-                if not isinstance(measured, dict) or name == "ceiling":
-                    continue
+                if not isinstance(measured, dict) or "round_ratios" not in measured:
+                    continue  # the ceiling itself, and the allreduces timed alone
                 ratios = measured["round_ratios"]
                 lines.append(f"| {kind} | {entry['parameters']} | {name} "
                              f"| {entry['ceiling']['samples_per_second']:.1f} "
@@ -420,6 +500,9 @@ def summary(document: Dict[str, Any]) -> str:
                              f"| {min(ratios):.3f}-{max(ratios):.3f} "
                              f"| {' | '.join(_counts(measured))} |")
         lines.append("")
+        for kind, entry in results["models"].items():
+            if "alone_us" in entry:
+                lines += [_alone_sentence(kind, entry), ""]
         ceilings = [f"{kind} {' and '.join(_counts(entry['ceiling']))}"
                     for kind, entry in results["models"].items() if "ceiling" in entry]
         if ceilings:
@@ -427,6 +510,15 @@ def summary(document: Dict[str, Any]) -> str:
                       "the rank with the most, median over rounds; – where not counted), of "
                       "the ceiling: " + "; ".join(ceilings) + ".", ""]
     return "\n".join(lines)
+
+
+def _alone_sentence(kind: str, entry: Dict[str, Any]) -> str:
+    """The allreduces of one model's gradient bytes timed alone, and the bound each gives."""
+    timed = ", ".join(f"{name} {us:.0f} µs ({entry['computed_bounds'][name]:.3f})"
+                      for name, us in entry["alone_us"].items())
+    return (f"{kind}: one allreduce of its {entry['parameters']} float32 alone, median over "
+            f"rounds (in brackets, lock-step plus it against the ceiling, computed per "
+            f"round): {timed}. `{FASTEST_BOUND}` takes each round's fastest.")
 
 
 def _counts(measured: Dict[str, Any]) -> List[str]:

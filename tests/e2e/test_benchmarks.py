@@ -69,7 +69,25 @@ def test_training_benchmark_measures_every_row_against_the_ceiling(tmp_path):
         for counter in ("minor_faults", "involuntary_switches"):  # per step, slowest rank
             per_round = entry[name][f"round_{counter}_per_step"]
             assert len(per_round) == 2 and min(per_round) >= 0, (name, counter, per_round)
-    assert "| mlp | 669706 | lockstep+tfdist |" in (tmp_path / "training.md").read_text()
+    # The allreduces of the gradients' bytes timed alone, and lock-step plus each: a
+    # step that also moves the bytes is longer than lock-step's, so below its ratio.
+    alone = entry["alone_us"]
+    assert set(alone) == {"mpi", "tfdist auto", "tfdist ring", "tfdist rabenseifner",
+                          "tfdist butterfly"}, alone
+    for name, us in alone.items():
+        assert us > 0 and len(entry["round_alone_us"][name]) == 2, (name, us)
+    fastest = entry["lockstep+fastest (computed)"]["round_ratios"]
+    for r, (bound, lockstep) in enumerate(zip(fastest, entry["lockstep"]["round_ratios"])):
+        assert 0 < bound < lockstep, (bound, lockstep)
+        # Recomputed: a lock-step step (128 samples over both ranks) plus the round's
+        # fastest allreduce, in samples/s, against the round's ceiling.
+        step_s = 128 / entry["lockstep"]["rounds"][r]
+        alone_s = min(per_round[r] for per_round in entry["round_alone_us"].values()) * 1e-6
+        assert bound == pytest.approx(128 / (step_s + alone_s) / entry["ceiling"]["rounds"][r])
+    table = (tmp_path / "training.md").read_text()
+    assert "| mlp | 669706 | lockstep+tfdist |" in table
+    assert "| mlp | 669706 | lockstep+fastest (computed) |" in table
+    assert "one allreduce of its 669706 float32 alone" in table
 
 
 def test_eager_fast_path_benchmark_times_both_paths_with_one_algorithm(tmp_path):
