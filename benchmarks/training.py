@@ -23,10 +23,11 @@ model, rounds alternate between:
   eager ``tfdist.allreduce``, with nothing to overlap it. With one core per
   rank, moving the bytes takes the core from the step whatever the scheme,
   so these rows bound what data-parallel training can reach on the machine
-  with that allreduce. Each round also times that allreduce alone, by MPI and
-  by every algorithm of tfdist's, and adds the fastest to the lock-step row's
-  step: ``lockstep+fastest (computed)``, the bound with the fastest allreduce
-  measured on the machine that round.
+  with that allreduce. Each round also times that allreduce alone, back to
+  back, by MPI and by every algorithm of tfdist's, and adds the fastest to the
+  lock-step row's step: ``lockstep+fastest (computed)``, what a scheme with
+  nothing overlapped would reach if the allreduce cost in training what it
+  costs back to back (it costs more there: the step leaves its memory cold).
 
 Throughput is the sum over ranks of samples per second; the ratio to the
 ceiling is the fraction of the machine that data-parallel training keeps.
@@ -155,7 +156,7 @@ class Trainer:
 #: Blocking calls per round of each allreduce timed alone (``--serial-bounds``).
 ALONE_CALLS = 20
 #: The row of the lock-step step plus the fastest allreduce timed alone that round.
-FASTEST_BOUND = "lockstep+fastest (computed)"
+LOCKSTEP_PLUS_FASTEST = "lockstep+fastest (computed)"
 
 
 def _allreduces_alone(comm, count: int) -> Dict[str, Callable[[], None]]:
@@ -187,20 +188,21 @@ def _time_alone(comm, call: Callable[[], None]) -> float:
     return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / ALONE_CALLS
 
 
-def _computed_bounds(rates: Dict[str, List[float]], alone: Dict[str, List[float]],
-                     samples_per_step: int) -> Dict[str, List[float]]:
+def _lockstep_plus_alone(rates: Dict[str, List[float]], alone: Dict[str, List[float]],
+                         samples_per_step: int) -> Dict[str, List[float]]:
     """Per round, the ratio to the ceiling of lock-step's step plus each allreduce alone.
 
     ``samples_per_step``: the batch summed over ranks, so that ``samples_per_step / rate``
-    is a step's seconds. With one core per rank nothing overlaps the allreduce, so a
-    step of data-parallel training with that allreduce takes at least this long.
+    is a step's seconds. With one core per rank nothing overlaps the allreduce; if it
+    cost what it costs back to back, a step of data-parallel training with it would take
+    this long.
     """
-    bounds: Dict[str, List[float]] = {}
+    ratios: Dict[str, List[float]] = {}
     for name, seconds in alone.items():
-        bounds[name] = [samples_per_step / (samples_per_step / lockstep + t) / ceiling
+        ratios[name] = [samples_per_step / (samples_per_step / lockstep + t) / ceiling
                         for lockstep, ceiling, t in zip(rates["lockstep"], rates["ceiling"],
                                                         seconds)]
-    return bounds
+    return ratios
 
 
 def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
@@ -247,9 +249,10 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
             results[name]["ratio"] = statistics.median(ratios)
             results[name]["round_ratios"] = ratios
     if alone:
-        bounds = _computed_bounds(rates, alone_seconds, batch * comm.size)
-        fastest = [max(per_name[r] for per_name in bounds.values()) for r in range(rounds)]
-        results[FASTEST_BOUND] = {
+        plus_alone = _lockstep_plus_alone(rates, alone_seconds, batch * comm.size)
+        fastest = [max(per_name[r] for per_name in plus_alone.values())
+                   for r in range(rounds)]
+        results[LOCKSTEP_PLUS_FASTEST] = {
             "ratio": statistics.median(fastest), "round_ratios": fastest,
             "samples_per_second": statistics.median(
                 [f * c for f, c in zip(fastest, rates["ceiling"])])}
@@ -257,8 +260,8 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
                                for name, seconds in alone_seconds.items()}
         results["round_alone_us"] = {name: [t * 1e6 for t in seconds]
                                      for name, seconds in alone_seconds.items()}
-        results["computed_bounds"] = {name: statistics.median(values)
-                                      for name, values in bounds.items()}
+        results["lockstep_plus_alone"] = {name: statistics.median(values)
+                                          for name, values in plus_alone.items()}
     return results
 
 
@@ -513,12 +516,12 @@ def summary(document: Dict[str, Any]) -> str:
 
 
 def _alone_sentence(kind: str, entry: Dict[str, Any]) -> str:
-    """The allreduces of one model's gradient bytes timed alone, and the bound each gives."""
-    timed = ", ".join(f"{name} {us:.0f} µs ({entry['computed_bounds'][name]:.3f})"
+    """The allreduces of one model's gradient bytes timed alone, and lock-step plus each."""
+    timed = ", ".join(f"{name} {us:.0f} µs ({entry['lockstep_plus_alone'][name]:.3f})"
                       for name, us in entry["alone_us"].items())
     return (f"{kind}: one allreduce of its {entry['parameters']} float32 alone, median over "
             f"rounds (in brackets, lock-step plus it against the ceiling, computed per "
-            f"round): {timed}. `{FASTEST_BOUND}` takes each round's fastest.")
+            f"round): {timed}. `{LOCKSTEP_PLUS_FASTEST}` takes each round's fastest.")
 
 
 def _counts(measured: Dict[str, Any]) -> List[str]:
