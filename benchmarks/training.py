@@ -24,8 +24,8 @@ model, rounds alternate between:
   rank, moving the bytes takes the core from the step whatever the scheme,
   so these rows bound what data-parallel training can reach on the machine
   with that allreduce. Each round also times that allreduce alone, back to
-  back, by MPI and by every algorithm of tfdist's, and adds the fastest to the
-  lock-step row's step: ``lockstep+fastest (computed)``, what a scheme with
+  back, by MPI and by tfdist (auto, and the ring, Rabenseifner and the butterfly
+  forced), and adds the fastest to the lock-step row's step: ``lockstep+fastest (computed)``, what a scheme with
   nothing overlapped would reach if the allreduce cost in training what it
   costs back to back (it costs more there: the step leaves its memory cold).
 
@@ -160,8 +160,10 @@ LOCKSTEP_PLUS_FASTEST = "lockstep+fastest (computed)"
 
 
 def _allreduces_alone(comm, count: int) -> Dict[str, Callable[[], None]]:
-    """One blocking allreduce of ``count`` float32 by MPI (in place) and by tfdist with
-    each algorithm forced and with auto: what the gradients' bytes cost to move alone."""
+    """One blocking allreduce of ``count`` float32 by MPI (in place) and by tfdist with auto
+    and with the ring, Rabenseifner and the butterfly forced (not the tree: at the
+    benchmark's np 2 the cost model never offers it): what the gradients' bytes cost to
+    move alone."""
     import numpy as np
     import tensorflow as tf
     import tfdist
