@@ -25,9 +25,10 @@ model, rounds alternate between:
   so these rows bound what data-parallel training can reach on the machine
   with that allreduce. Each round also times that allreduce alone, back to
   back, by MPI and by tfdist (auto, and the ring, Rabenseifner and the butterfly
-  forced), and adds the fastest to the lock-step row's step: ``lockstep+fastest (computed)``, what a scheme with
-  nothing overlapped would reach if the allreduce cost in training what it
-  costs back to back (it costs more there: the step leaves its memory cold).
+  forced), and adds the fastest to the lock-step row's step: ``lockstep+fastest
+  (computed)``, what a scheme with nothing overlapped would reach if the
+  allreduce cost in training what it costs back to back (it costs more there:
+  the step leaves its memory cold).
 
 Throughput is the sum over ranks of samples per second; the ratio to the
 ceiling is the fraction of the machine that data-parallel training keeps.
@@ -47,6 +48,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from benchmarks import _results
+from benchmarks._interleaved import slowest_seconds_per_call
 
 MODELS = ("cnn", "mlp")
 
@@ -159,11 +161,13 @@ ALONE_CALLS = 20
 LOCKSTEP_PLUS_FASTEST = "lockstep+fastest (computed)"
 
 
-def _allreduces_alone(comm, count: int) -> Dict[str, Callable[[], None]]:
-    """One blocking allreduce of ``count`` float32 by MPI (in place) and by tfdist with auto
-    and with the ring, Rabenseifner and the butterfly forced (not the tree: at the
-    benchmark's np 2 the cost model never offers it): what the gradients' bytes cost to
-    move alone."""
+def _gradient_allreduces(comm, kind: str, count: int) -> Dict[str, Callable[[], None]]:
+    """One blocking allreduce of ``count`` float32 (a model's gradients' bytes) by MPI (in
+    place: what MPI alone needs for the bytes) and by one eager ``tfdist.allreduce`` of one
+    tensor with auto (what one fused gradient group costs through tfdist's runtime, without
+    the optimizer's integration) and with the ring, Rabenseifner and the butterfly forced
+    (not the tree: at the benchmark's np 2 the cost model never offers it). The buffers
+    hold zeros, so a Sum leaves them as they are, call after call."""
     import numpy as np
     import tensorflow as tf
     import tfdist
@@ -175,19 +179,14 @@ def _allreduces_alone(comm, count: int) -> Dict[str, Callable[[], None]]:
     for algorithm in (None, "ring", "rabenseifner", "butterfly"):
         label = f"tfdist {algorithm or 'auto'}"
         calls[label] = (lambda algorithm=algorithm, label=label: tfdist.allreduce(
-            tensor, op=tfdist.Sum, name=f"alone {label}", algorithm=algorithm))
+            tensor, op=tfdist.Sum, name=f"{kind} gradients, {label}", algorithm=algorithm))
     return calls
 
 
 def _time_alone(comm, call: Callable[[], None]) -> float:
     """Seconds per call of ``call``, the slowest rank's mean over ALONE_CALLS calls."""
-    from mpi4py import MPI
     call()  # untimed: what the previous block left behind
-    comm.Barrier()
-    start = time.perf_counter()
-    for _ in range(ALONE_CALLS):
-        call()
-    return comm.allreduce(time.perf_counter() - start, op=MPI.MAX) / ALONE_CALLS
+    return slowest_seconds_per_call(comm, call, ALONE_CALLS)
 
 
 def _lockstep_plus_alone(rates: Dict[str, List[float]], alone: Dict[str, List[float]],
@@ -294,34 +293,11 @@ def _lockstep_trainer(kind: str, batch: int, rank: int, comm) -> Trainer:
     return _plain_trainer(kind, batch, rank, before_every_step=comm.Barrier)
 
 
-def _serial_bound_trainer(kind: str, batch: int, rank: int, comm, through: str) -> Trainer:
-    """The plain model and, before every step, a blocking allreduce of its parameters' bytes.
-
-    ``through``: ``"mpi"`` (``MPI_Allreduce`` in place, what MPI alone needs for the bytes)
-    or ``"tfdist"`` (one eager ``tfdist.allreduce`` of one tensor: what one fused
-    gradient group costs through tfdist's runtime, without the optimizer's integration).
-    The buffer holds zeros, so a Sum leaves it as it is, step after step.
-    """
-    import numpy as np
-
-    # The hook finds allreduce() when the steps run: it needs the model's size first.
-    trainer = _plain_trainer(kind, batch, rank, before_every_step=lambda: allreduce())
-    count = trainer.model.count_params()
-    if through == "mpi":
-        from mpi4py import MPI
-        buffer = np.zeros(count, np.float32)
-
-        def allreduce() -> None:
-            comm.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
-    else:
-        import tensorflow as tf
-        import tfdist
-        tensor = tf.zeros([count], tf.float32)
-
-        def allreduce() -> None:
-            tfdist.allreduce(tensor, op=tfdist.Sum, name=f"serial_bound_{kind}")
-
-    return trainer
+def _serial_bound_trainer(kind: str, batch: int, rank: int,
+                          allreduce: Callable[[], None]) -> Trainer:
+    """The plain model and, before every step, a blocking allreduce of its parameters'
+    bytes (one of ``_gradient_allreduces``)."""
+    return _plain_trainer(kind, batch, rank, before_every_step=allreduce)
 
 
 def _tfdist_trainer(kind: str, batch: int, rank: int, num_groups: int) -> Trainer:
@@ -445,10 +421,12 @@ def run(method: str, models: List[str], batch: int, steps: Dict[str, int], round
             "ceiling": _plain_trainer(kind, batch, comm.rank),
             "lockstep": _lockstep_trainer(kind, batch, comm.rank, comm),
         }
-        if serial_bounds:
-            for through in ("mpi", "tfdist"):
+        allreduces = (_gradient_allreduces(comm, kind, trainers["ceiling"].model.count_params())
+                      if serial_bounds else None)
+        if allreduces:
+            for through, call in (("mpi", "mpi"), ("tfdist", "tfdist auto")):
                 trainers[f"lockstep+{through}"] = _serial_bound_trainer(
-                    kind, batch, comm.rank, comm, through)
+                    kind, batch, comm.rank, allreduces[call])
         try:
             if method == "tfdist":
                 for groups in num_groups:
@@ -456,9 +434,7 @@ def run(method: str, models: List[str], batch: int, steps: Dict[str, int], round
                                                                        groups)
             else:
                 trainers.update(_working_mwms_trainer(strategy, kind, batch, comm, results))
-            alone = (_allreduces_alone(comm, trainers["ceiling"].model.count_params())
-                     if serial_bounds else None)
-            measured = _timed_rounds(comm, trainers, batch, steps[kind], rounds, alone)
+            measured = _timed_rounds(comm, trainers, batch, steps[kind], rounds, allreduces)
             entry = {"parameters": trainers["ceiling"].model.count_params(), **measured}
         except Exception as error:  # noqa: BLE001  (report it: tf.distribute may not work)
             entry = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
