@@ -319,3 +319,59 @@ def test_malloc_thresholds_counts_the_jobs_that_fault():
                                       "jobs": {"fixed": fixed, "adaptive": adaptive}})
     assert "| 1 MiB | fixed | 0.85 | 1.50 | 85, 100, 150 | 0 of 1 | 0.0 |" in text, text
     assert "| 1 MiB | adaptive | 0.84 1.50 | 1.50 1.50 | 117, 100, 150 | 1 of 2 | 1.0 |" in text, text
+
+
+def test_autotune_scores_the_grid_best_on_rounds_it_was_not_picked_on():
+    """A grid point that won the same rounds by luck must not set the bar: picked on the
+    even rounds, scored on the odd ones, and the other way round (numpy reference)."""
+    from benchmarks import autotune
+    rng = np.random.default_rng(7)
+    for rounds in (2, 3, 9):
+        configs = {name: {"rounds": list(rng.uniform(80, 120, rounds))}
+                   for name in ("defaults", autotune.AGAIN, "autotune",
+                                "grid[fusion=0,cycle=1]", "grid[fusion=0,cycle=4]",
+                                "grid[fusion=4194304,cycle=1]")}
+        entry = {"configurations": configs}
+        picks, ratios = autotune.held_out_grid_ratios(entry)
+        grid = [name for name in configs if name.startswith("grid")]
+        table = np.array([configs[name]["rounds"] for name in grid])
+        tuned = np.array(configs["autotune"]["rounds"])
+        expected = []
+        for picked_on in (0, 1):
+            best = grid[int(np.argmax(np.median(table[:, picked_on::2], axis=1)))]
+            assert picks[picked_on] == best
+            scored = np.arange(1 - picked_on, rounds, 2)
+            expected += list(tuned[scored] / table[grid.index(best)][scored])
+        np.testing.assert_allclose(ratios, expected)
+        assert len(ratios) == rounds
+    assert autotune.held_out_grid_ratios({"configurations": {
+        "autotune": {"rounds": [1.0]}, "grid[fusion=0,cycle=1]": {"rounds": [1.0]}}}) == ([], [])
+
+
+def test_autotune_summary_reports_the_aa_control_and_every_choice():
+    from benchmarks import autotune
+    rounds = {"defaults": [100.0, 90.0, 110.0], autotune.AGAIN: [105.0, 90.0, 99.0],
+              "autotune": [100.0, 100.0, 100.0], "grid[fusion=0,cycle=1]": [50.0, 200.0, 50.0]}
+    kept = {"fusion_threshold_bytes": "67108864", "cycle_time_ms": "1.0000",
+            "algorithm_overrides": "none", "trials": "5", "generation": "5"}
+    changed = dict(kept, fusion_threshold_bytes="0", trials="7", generation="7")
+    document = {"ranks": 2, "batch_per_rank": 64, "tune_steps": 50, "settings": {},
+                "models": {"mlp": {
+                    "gradients": 6, "grid_best": "grid[fusion=0,cycle=1]",
+                    "configurations": {name: {"samples_per_second": float(np.median(values)),
+                                              "rounds": values}
+                                       for name, values in rounds.items()},
+                    "autotune_choices": [kept, changed, kept]}}}
+    row = [line for line in autotune.summary(document).splitlines()
+           if line.startswith("| mlp")][0]
+    aa = np.array(rounds[autotune.AGAIN]) / np.array(rounds["defaults"])
+    assert f"{np.median(aa):.3f} [{aa.min():.3f}-{aa.max():.3f}]" in row
+    # Held out: even rounds (0, 2) pick the grid point with median 50, scored on round 1
+    # (100 / 200); round 1 picks it too, scored on rounds 0 and 2 (100 / 50 twice).
+    assert "2.000 [0.500-2.000] (picked: fusion=0,cycle=1, fusion=0,cycle=1)" in row
+    assert ("fusion_threshold_bytes=67108864, cycle_time_ms=1.0000, algorithm_overrides=none"
+            " (2 of 3); fusion_threshold_bytes=0") in row
+    del document["models"]["mlp"]["configurations"][autotune.AGAIN]  # an older run
+    row = [line for line in autotune.summary(document).splitlines()
+           if line.startswith("| mlp")][0]
+    assert "| - |" in row
