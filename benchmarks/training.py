@@ -32,8 +32,9 @@ model, rounds alternate between:
 
 Throughput is the sum over ranks of samples per second; the ratio to the
 ceiling is the fraction of the machine that data-parallel training keeps.
-Alternating the rounds and taking medians keeps other load on the machine
-from favouring one side.
+Alternating the rounds, each in ``round_order``'s order (every row follows
+every other equally often), and taking medians keeps other load on the
+machine, and what one row leaves behind for the next, from favouring one side.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from benchmarks import _results
-from benchmarks._interleaved import slowest_seconds_per_call
+from benchmarks._interleaved import round_order, slowest_seconds_per_call
 
 MODELS = ("cnn", "mlp")
 
@@ -211,8 +212,14 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
                   alone: Optional[Dict[str, Callable[[], None]]] = None) -> Dict[str, Dict]:
     """Alternates the trainers for ``rounds`` rounds; returns samples/s (summed over ranks).
 
-    ``alone``: allreduces to time by themselves after each round's trainers, and to add
-    to the lock-step row's steps (``lockstep+fastest (computed)``).
+    Each round visits the trainers in ``round_order``'s order: in one fixed order, a
+    row would pay, or be spared, what the same neighbour leaves behind every round
+    (page-cache and allocator state, the runtime's learned polling), where the ratio
+    to the ceiling is meant to compare the rows alone.
+
+    ``alone``: allreduces to time by themselves after each round's trainers (in
+    ``round_order``'s order among themselves), and to add to the lock-step row's
+    steps (``lockstep+fastest (computed)``).
     """
     alone = alone or {}
     for trainer in trainers.values():  # trace and warm up, outside the timing
@@ -225,8 +232,9 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
     # Per round, the rank with the most: page faults and descheduling are what slowed
     # rounds down on the 2-core VM, and a step waits for the slowest rank.
     counts: Dict[str, Dict[str, List[float]]] = {name: {} for name in trainers}
-    for _ in range(rounds):
-        for name, trainer in trainers.items():
+    for round_index in range(rounds):
+        for name in round_order(list(trainers), round_index):
+            trainer = trainers[name]
             comm.Barrier()
             seconds = trainer.run(steps)
             rates[name].append(comm.allreduce(batch * steps / seconds))
@@ -234,8 +242,8 @@ def _timed_rounds(comm, trainers: Dict[str, Trainer], batch: int, steps: int,
             for counter in trainer.per_step:
                 counts[name].setdefault(counter, []).append(
                     max(rank_counts[counter] for rank_counts in every_rank))
-        for name, call in alone.items():
-            alone_seconds[name].append(_time_alone(comm, call))
+        for name in round_order(list(alone), round_index):
+            alone_seconds[name].append(_time_alone(comm, alone[name]))
     results = {name: {"samples_per_second": statistics.median(values), "rounds": values}
                for name, values in rates.items()}
     for name, by_counter in counts.items():
