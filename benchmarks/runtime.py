@@ -19,10 +19,11 @@
     CPUs. The runtime's phase counters (``tfdist.stats()["phase_ns"]``),
     taken around each block, say where each step's time went.
 
-The methods are measured in alternating blocks (A, B, A, B, ...) with the
-same iteration count on every rank, and each method's time is the median of
+The methods are measured in alternating blocks, each round of blocks in
+``round_order``'s order (every method follows every other equally often), with
+the same iteration count on every rank, and each method's time is the median of
 its blocks, averaged over the ranks: on a shared machine, load that comes and
-goes then hits both sides of a ratio alike.
+goes, and what one block leaves to the next, then hit both sides of a ratio alike.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from benchmarks import _results
+from benchmarks._interleaved import round_order
 
 STEP_TENSORS = 100
 STEP_TENSOR_BYTES = 16 * 1024
@@ -60,8 +62,9 @@ def _blocks(comm, methods: Dict[str, Callable[[], object]], iterations: Dict[str
     counter moved per call of each method, averaged over the ranks."""
     samples: Dict[str, List[float]] = {name: [] for name in methods}
     moved: Dict[str, Dict[str, float]] = {name: {} for name in methods}
-    for _ in range(blocks):
-        for name, fn in methods.items():
+    for block in range(blocks):
+        for name in round_order(list(methods), block):
+            fn = methods[name]
             comm.Barrier()
             before = counters() if counters else {}
             start = time.perf_counter()
