@@ -87,6 +87,7 @@ def control() -> ctypes.CDLL:
     lib.tfdist_guard_exit.restype = ctypes.c_int
     lib.tfdist_topology.argtypes = [ctypes.POINTER(ctypes.c_int)]
     lib.tfdist_topology.restype = ctypes.c_int
+    lib.tfdist_autotuning.restype = ctypes.c_int
     lib.tfdist_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_int]
     lib.tfdist_stats.restype = ctypes.c_int
     lib.tfdist_resolve_algorithm.argtypes = [ctypes.c_int, ctypes.c_uint64]

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tfdist import _arguments, ops, runtime
 from tfdist.compression import Compression, Compressor, as_compressor
+from tfdist.compression import _STATELESS as _STATELESS_COMPRESSIONS
 from tfdist.local_variables import LocalVariables
 from tfdist.process_sets import ProcessSet, check_compressed_set, process_set_id, size_of
 
@@ -116,7 +117,8 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
                         sparse_as_dense: bool = False,
                         gradient_predivide_factor: float = 1.0,
                         num_groups: Optional[int] = None,
-                        process_set: Optional[ProcessSet] = None) -> List[Optional[tf.Tensor]]:
+                        process_set: Optional[ProcessSet] = None,
+                        iteration: Optional[tf.Tensor] = None) -> List[Optional[tf.Tensor]]:
     """Returns the gradients combined across ranks (averaged by default).
 
     ``variables`` (same length as ``gradients``, or None) only name the
@@ -126,6 +128,12 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
     default) is ``default_num_groups()``. ``process_set`` (a registered
     ``tfdist.ProcessSet``; None: the global set) combines them over its ranks
     only.
+    ``iteration``: the training step's number, the same on every rank (an
+    optimizer's ``iterations``). Given, with autotuning on
+    (``TFDIST_AUTOTUNE``), ``num_groups`` None, the global set and no or a
+    16-bit compression, the step is built with several groupings and
+    autotuning chooses among them while training runs (docs/runtime.md,
+    "Autotuning").
     Works eagerly and inside ``tf.function``. With one rank, returns the
     gradients unchanged (no collective is needed).
     """
@@ -155,24 +163,68 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
                 continue
         dense_indices.append(i)
 
-    if num_groups is None:
-        num_groups = default_num_groups()
-    if num_groups > 0 and dense_indices:
-        groups = _split(dense_indices, num_groups)
-        for number, group in enumerate(groups):
-            reduced = compression.allreduce(
-                [gradients[i] for i in group], [names[i] for i in group], op=reduce_op,
-                prescale_factor=prescale, postscale_factor=postscale,
-                group_name=f"{prefix}.group{number}of{len(groups)}", **extra)
-            for i, value in zip(group, reduced):
-                result[i] = value
-    elif dense_indices:
-        reduced = compression.allreduce(
-            [gradients[i] for i in dense_indices], [names[i] for i in dense_indices],
-            op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, **extra)
-        for i, value in zip(dense_indices, reduced):
-            result[i] = value
+    if not dense_indices:
+        return result
+
+    def reduce_dense(groups: int) -> List[tf.Tensor]:
+        return _reduce_dense([gradients[i] for i in dense_indices],
+                             [names[i] for i in dense_indices], groups, prefix, compression,
+                             reduce_op, prescale, postscale, extra)
+
+    candidates = _tuned_group_candidates(num_groups, len(dense_indices), iteration,
+                                         compression, process_set)
+    if len(candidates) > 1:
+        # Every candidate's collectives are traced, under their own names;
+        # each step runs the one autotuning chose for its iteration, the same
+        # branch on every rank (cc/core/runtime/gradient_groups_schedule.h).
+        index = ops.gradient_groups_index(iteration, candidates)
+        reduced = tf.switch_case(index, [functools.partial(reduce_dense, groups)
+                                         for groups in candidates])
+    else:
+        reduced = reduce_dense(default_num_groups() if num_groups is None else num_groups)
+    for i, value in zip(dense_indices, reduced):
+        result[i] = value
     return result
+
+
+def _reduce_dense(gradients: List[tf.Tensor], names: List[str], num_groups: int, prefix: str,
+                  compression: Compressor, reduce_op: ops.ReduceOp, prescale: float,
+                  postscale: float, extra: dict) -> List[tf.Tensor]:
+    """Dense ``gradients`` allreduced as ``num_groups`` grouped calls (0: one by one)."""
+    if num_groups == 0:
+        return list(compression.allreduce(gradients, names, op=reduce_op,
+                                          prescale_factor=prescale, postscale_factor=postscale,
+                                          **extra))
+    reduced: List[tf.Tensor] = []
+    groups = _split(list(range(len(gradients))), num_groups)
+    for number, group in enumerate(groups):
+        reduced.extend(compression.allreduce(
+            [gradients[i] for i in group], [names[i] for i in group], op=reduce_op,
+            prescale_factor=prescale, postscale_factor=postscale,
+            group_name=f"{prefix}.group{number}of{len(groups)}", **extra))
+    return reduced
+
+
+#: The grouping autotuning tries besides the default, per default: on CPUs
+#: one group or two (submitting one by one is slower there, since overlap
+#: only takes cycles from the backward pass), with GPUs one by one or one
+#: group. One alternative each keeps the search within its step budget.
+_TUNED_GROUPS = {1: 2, 0: 1}
+
+
+def _tuned_group_candidates(num_groups: Optional[int], dense: int,
+                            iteration: Optional[tf.Tensor], compression: Compressor,
+                            process_set: Optional[ProcessSet]) -> List[int]:
+    """The num_groups values to build the step with, the default first; one where
+    autotuning does not choose the grouping."""
+    default = default_num_groups() if num_groups is None else num_groups
+    if (num_groups is not None or iteration is None or process_set is not None
+            or compression.name not in _STATELESS_COMPRESSIONS
+            or not runtime.autotuning()):
+        return [default]
+    # More groups than gradients group alike.
+    alternative = min(_TUNED_GROUPS.get(default, 1), dense)
+    return [default] if alternative == default else [default, alternative]
 
 
 def allreduce_shared_gradients(gradients: Sequence[Optional[tf.Tensor]],

@@ -367,6 +367,13 @@ def join(process_set: Optional[ProcessSet] = None) -> tf.Tensor:
                                       process_set_id=set_id)
 
 
+def gradient_groups_index(iteration: tf.Tensor, candidates: Sequence[int]) -> tf.Tensor:
+    """Which of ``candidates`` (num_groups values, the traced one first) the training
+    step at ``iteration`` runs: an int32 index, chosen by autotuning, else 0."""
+    return _library.ops().tfdist_gradient_groups(
+        iteration=tf.cast(iteration, tf.int64), candidates=[int(c) for c in candidates])
+
+
 def _topology_op(which: int) -> tf.Tensor:
     return _library.ops().tfdist_topology(which=which)
 

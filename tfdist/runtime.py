@@ -146,6 +146,14 @@ def cross_size() -> int:
     return _topology()[5]
 
 
+def autotuning() -> bool:
+    """Whether the runtime tunes its settings while training runs (``TFDIST_AUTOTUNE``)."""
+    value = _library.control().tfdist_autotuning()
+    if value < 0:
+        raise NotInitializedError("tfdist is not initialized: call tfdist.init() first")
+    return value == 1
+
+
 def stats() -> Dict[str, Any]:
     """Counters of what the runtime did on this rank.
 

@@ -192,6 +192,50 @@ TFDIST_TEST(AutotunerTriesTheCostModelsRunnerUpPerSizeClass) {
   CHECK(tried_algorithm);
 }
 
+TFDIST_TEST(AutotunerTriesTheTracedGroupingsAndKeepsAFasterOne) {
+  // num_groups 2 is 20% faster; 0 is slower. The tuner tries both after the
+  // baseline and keeps 2 through the confirmation.
+  auto step = [](const TunedParameters& p) {
+    return p.gradient_groups == 2 ? 8e-3 : p.gradient_groups == 0 ? 12e-3 : 10e-3;
+  };
+  // Runs `steps` steps (or to the end of the search), giving the tuner
+  // `candidates` at step `give_at`; returns the phases of its proposals.
+  auto drive = [&](Autotuner* tuner, int give_at, const std::vector<int32_t>& candidates) {
+    Noise jitter(0.02);
+    double now = 100.0;
+    uint64_t applied = 0;
+    TunedParameters in_force = Defaults();
+    std::vector<TuningPhase> phases;
+    for (int s = 0; s < 300 && !tuner->done(); ++s) {
+      if (s == give_at) tuner->SetGroupCandidates(candidates);
+      if (tuner->generation() != applied) {
+        applied = tuner->generation();
+        in_force = tuner->proposal();
+        phases.push_back(tuner->phase());
+        tuner->Applied(applied, now);
+      }
+      const double seconds = step(in_force) * jitter();
+      for (int i = 0; i < 3; ++i) {
+        now += seconds / 3;
+        tuner->OnAllreduce("g" + std::to_string(i), 1 << 16, now);
+      }
+    }
+    return phases;
+  };
+  Autotuner tuner(Defaults(), FakeModel());
+  const std::vector<TuningPhase> phases = drive(&tuner, 0, {0, 2});
+  CHECK(tuner.done());
+  CHECK_EQ(tuner.proposal().gradient_groups, 2);
+  CHECK(phases.size() >= 2 && phases[0] == TuningPhase::kGroups &&
+        phases[1] == TuningPhase::kGroups);
+  // Candidates that arrive after the baseline are ignored: the search has
+  // moved on, and the defaults' grouping stays.
+  Autotuner late(Defaults(), FakeModel());
+  for (TuningPhase phase : drive(&late, 20, {2})) CHECK(phase != TuningPhase::kGroups);
+  CHECK(late.done());
+  CHECK_EQ(late.proposal().gradient_groups, tfdist::kTracedGroups);
+}
+
 TFDIST_TEST(AutotunerProposesNothingWithoutRecurringSteps) {
   Autotuner tuner(Defaults(), FakeModel());
   double now = 0;
@@ -227,6 +271,8 @@ TFDIST_TEST(AutotuneBroadcastRoundTrips) {
   b.previous.median_seconds = 0.0123;
   b.previous.samples = 3;
   b.previous.phase = TuningPhase::kCycle;
+  b.parameters.gradient_groups = 0;
+  b.groups_from_iteration = int64_t{1} << 40;
   tfdist::TuningBroadcast back;
   CHECK(tfdist::DecodeTuning(tfdist::EncodeTuning(b), &back));
   CHECK_EQ(back.generation, uint64_t{7});
@@ -235,6 +281,13 @@ TFDIST_TEST(AutotuneBroadcastRoundTrips) {
   CHECK_EQ(back.previous.median_seconds, 0.0123);
   CHECK_EQ(back.previous.samples, 3);
   CHECK(back.previous.phase == TuningPhase::kCycle);
+  CHECK_EQ(back.parameters.gradient_groups, 0);
+  CHECK_EQ(back.groups_from_iteration, int64_t{1} << 40);
+  for (int32_t groups : {tfdist::kTracedGroups, 1, 4, 1000}) {
+    b.parameters.gradient_groups = groups;
+    CHECK(tfdist::DecodeTuning(tfdist::EncodeTuning(b), &back));
+    CHECK_EQ(back.parameters.gradient_groups, groups);
+  }
   // All ones (what a rank that is not rank 0 contributes) is not a proposal.
   CHECK(!tfdist::DecodeTuning(std::vector<uint64_t>(tfdist::kTuningWords, ~uint64_t{0}), &back));
 }

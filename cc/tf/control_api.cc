@@ -170,6 +170,14 @@ int tfdist_topology(int* out) {
   return 0;
 }
 
+// 1 when the runtime autotunes (TFDIST_AUTOTUNE), 0 when not, -1 when not
+// initialized.
+int tfdist_autotuning() {
+  tfdist::RuntimeHandle handle = tfdist::CurrentRuntime();
+  if (!handle.runtime) return -1;
+  return handle.runtime->config().autotune ? 1 : 0;
+}
+
 // The counters named by tfdist_stat_name, in that order; returns how many
 // were written, or -1 when not initialized.
 int tfdist_stats(uint64_t* out, int capacity) {

@@ -482,6 +482,29 @@ class TopologyKernel : public tf::OpKernel {
   int which_ = 0;
 };
 
+class GradientGroupsKernel : public tf::OpKernel {
+ public:
+  explicit GradientGroupsKernel(tf::OpKernelConstruction* c) : tf::OpKernel(c) {
+    std::vector<int> candidates;
+    OP_REQUIRES_OK(c, c->GetAttr("candidates", &candidates));
+    OP_REQUIRES(c, !candidates.empty(),
+                absl::InvalidArgumentError("TfdistGradientGroups needs candidates"));
+    candidates_.assign(candidates.begin(), candidates.end());
+  }
+  void Compute(tf::OpKernelContext* ctx) override {
+    RuntimeHandle handle = CurrentRuntime();
+    OP_REQUIRES(ctx, handle.runtime != nullptr,
+                absl::FailedPreconditionError("tfdist is not initialized: call tfdist.init() first"));
+    const int64_t iteration = ctx->input(0).scalar<int64_t>()();
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &output));
+    output->scalar<int32_t>()() = handle.runtime->AskGradientGroups(candidates_, iteration);
+  }
+
+ private:
+  std::vector<int32_t> candidates_;
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfdistAllreduce").Device(tf::DEVICE_CPU), AllreduceKernel);
@@ -498,5 +521,6 @@ REGISTER_KERNEL_BUILDER(Name("TfdistGroupedReducescatter").Device(tf::DEVICE_CPU
 REGISTER_KERNEL_BUILDER(Name("TfdistBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistJoin").Device(tf::DEVICE_CPU), JoinKernel);
 REGISTER_KERNEL_BUILDER(Name("TfdistTopology").Device(tf::DEVICE_CPU), TopologyKernel);
+REGISTER_KERNEL_BUILDER(Name("TfdistGradientGroups").Device(tf::DEVICE_CPU), GradientGroupsKernel);
 
 }  // namespace tfdist

@@ -185,6 +185,16 @@ REGISTER_OP("TfdistJoin")
     .SetIsStateful()
     .SetShapeFn(ScalarShape);
 
+// Which of a traced training step's gradient groupings (num_groups values,
+// the traced one first) the step at `iteration` runs: an index into
+// `candidates`, chosen by autotuning (gradient_groups_schedule.h), else 0.
+REGISTER_OP("TfdistGradientGroups")
+    .Input("iteration: int64")
+    .Output("index: int32")
+    .Attr("candidates: list(int)")
+    .SetIsStateful()
+    .SetShapeFn(ScalarShape);
+
 // Graph-time topology: evaluated when the graph runs, not when it is built.
 // which: 0 rank, 1 size, 2 local_rank, 3 local_size, 4 cross_rank, 5 cross_size.
 REGISTER_OP("TfdistTopology")

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist.keras as hvd
+from tfdist import ops as tfdist_ops
 from keras_common import (BATCH, assert_same_on_all_ranks, assert_weights, differs_somewhere,
                           initial_weights, make_model, rank_data, reference_sgd)
 from mpi_harness import Checks, worker_main
@@ -131,10 +132,22 @@ def numpy_reference_sgd(size, steps):
     return weights
 
 
-def start_autotuned_runtime(directory):
+def start_autotuned_runtime(directory, log="autotune.csv"):
     """A new runtime lifetime with TFDIST_AUTOTUNE's init() arguments."""
     hvd.shutdown()
-    hvd.init(autotune=True, autotune_log=f"{directory}/autotune.csv")
+    hvd.init(autotune=True, autotune_log=f"{directory}/{log}")
+
+
+def read_autotune_logs(directory, log="autotune.csv"):
+    """Every rank's autotuning CSV, checked to be identical; rank 0's rows."""
+    hvd.barrier()  # every rank has written its rows
+    size = hvd.size()
+    logs = [open(f"{directory}/{log}.{r}").read() for r in range(size)]
+    for r in range(1, size):
+        assert logs[r] == logs[0], f"rank {r}'s autotune log differs:\n{logs[r]}\nrank 0's:\n{logs[0]}"
+    rows = [line.split(",") for line in logs[0].splitlines()]
+    assert rows[0][:3] == ["generation", "round", "phase"], logs[0]
+    return rows
 
 
 def check_autotune(directory):
@@ -150,15 +163,61 @@ def check_autotune(directory):
     # average (a rank missing, a sum for a mean) is off by over 1e-2.
     assert_weights(model.get_weights(), numpy_reference_sgd(size, AUTOTUNE_STEPS),
                    "DistributedGradientTape with autotuning", tolerance=1e-4)
-    hvd.barrier()  # every rank has written its rows
-    logs = [open(f"{directory}/autotune.csv.{r}").read() for r in range(size)]
-    for r in range(1, size):
-        assert logs[r] == logs[0], f"rank {r}'s autotune log differs:\n{logs[r]}\nrank 0's:\n{logs[0]}"
-    rows = [line.split(",") for line in logs[0].splitlines()]
-    assert rows[0][:3] == ["generation", "round", "phase"], logs[0]
+    rows = read_autotune_logs(directory)
     phases = [row[2] for row in rows[1:]]
-    assert phases[0] == "baseline" and phases[-1] == "final", logs[0]
-    assert len(phases) >= 3, logs[0]  # at least one candidate was tried
+    assert phases[0] == "baseline" and phases[-1] == "final", rows
+    assert len(phases) >= 3, rows  # at least one candidate was tried
+    # A tape has no iteration every rank shares: its grouping is not tuned.
+    assert "gradient_groups" not in phases, rows
+
+
+def start_runtime_for_gradient_groups(directory):
+    start_autotuned_runtime(directory, "autotune_fit.csv")
+
+
+def check_autotune_gradient_groups(directory):
+    """model.fit while autotuning switches DistributedOptimizer's gradient grouping.
+
+    The step is built with num_groups 1 and 2; every rank must switch branch at
+    the same iteration (or their collectives would differ and the job stall),
+    and the weights must be the numpy reference's.
+    """
+    from tfdist import gradient_tape  # the choice of candidates, checked directly below
+
+    size = hvd.size()
+    model = fit(hvd.DistributedOptimizer(keras.optimizers.SGD(LR, momentum=MOMENTUM)),
+                steps=AUTOTUNE_STEPS)
+    assert_weights(model.get_weights(), numpy_reference_sgd(size, AUTOTUNE_STEPS),
+                   "model.fit while autotuning the gradient groups", tolerance=1e-4)
+    rows = read_autotune_logs(directory, "autotune_fit.csv")
+    header = rows[0]
+    trials = [dict(zip(header, row)) for row in rows[1:]]
+    assert trials[0]["phase"] == "baseline" and trials[-1]["phase"] == "final", rows
+    tried = [t for t in trials if t["phase"] == "gradient_groups"]
+    assert len(tried) == 1 and tried[0]["gradient_groups"] == "2", rows
+    assert int(tried[0]["steps"]) >= 3 and float(tried[0]["median_step_ms"]) > 0, rows
+    # Which branch each iteration ran, as the schedule recorded it: the same
+    # on every rank, and num_groups 2 (index 1) for some steps.
+    iterations = tf.range(AUTOTUNE_STEPS, dtype=tf.int64)
+    ran = [int(tfdist_ops.gradient_groups_index(i, [1, 2])) for i in iterations]
+    everyone = hvd.allgather_object(ran)
+    assert all(r == everyone[0] for r in everyone), everyone
+    assert 1 in ran, ran
+    kept = trials[-1]["gradient_groups"]
+    assert ran[-1] == (1 if kept == "2" else 0), (ran, rows)
+
+    # Where the grouping is not tuned: a fixed num_groups, a compressor with
+    # state, no shared iteration, one gradient (nothing to split).
+    iteration = model.optimizer.iterations
+    candidates = gradient_tape._tuned_group_candidates
+    none = hvd.Compression.none
+    assert candidates(None, 4, iteration, none, None) == [1, 2]
+    assert candidates(None, 4, iteration, hvd.Compression.bf16, None) == [1, 2]
+    assert candidates(1, 4, iteration, none, None) == [1]
+    assert candidates(0, 4, iteration, none, None) == [0]
+    assert candidates(None, 4, iteration, hvd.Compression.topk(0.5), None) == [1]
+    assert candidates(None, 4, None, none, None) == [1]
+    assert candidates(None, 1, iteration, none, None) == [1]
 
 
 def check_options():
@@ -317,6 +376,8 @@ CHECKS.check("config_and_saving")(check_config_and_saving)
 CHECKS.check("jit_compile")(lambda directory: check_jit_compile())
 CHECKS.setup(start_autotuned_runtime)
 CHECKS.check("autotune")(check_autotune)
+CHECKS.setup(start_runtime_for_gradient_groups)
+CHECKS.check("autotune_gradient_groups")(check_autotune_gradient_groups)
 CHECKS.setup(lambda directory: hvd.barrier())
 
 

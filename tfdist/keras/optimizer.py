@@ -196,7 +196,8 @@ class DistributedOptimizerMixin:
             prefix=f"tfdist.{self.name}", op=settings.op,
             compression=settings.compression, sparse_as_dense=settings.sparse_as_dense,
             gradient_predivide_factor=settings.gradient_predivide_factor,
-            num_groups=settings.num_groups, process_set=self._tfdist_process_set)
+            num_groups=settings.num_groups, process_set=self._tfdist_process_set,
+            iteration=self.iterations)
 
     def _apply_every_nth_pass(self, grads: List, variables: Optional[List]) -> None:
         # Sum locally for N passes, then average across ranks once and apply.

@@ -5,12 +5,19 @@
 // every rank, since all read the same AND) and writes the trials to the
 // CSV log (TFDIST_AUTOTUNE_LOG).
 //
+// It also owns the schedule of gradient groupings (gradient_groups_
+// schedule.h): a proposal that changes the grouping takes effect from the
+// iteration rank 0 named, and rank 0's tuner is told it applied only once a
+// step of that grouping has begun, so no step of the old grouping is
+// charged to the new one.
+//
 // The log has one row per finished trial, written by every rank in the
 // round the next proposal took effect, and a last row "final" with what
 // stays; the rows are identical on every rank (the tests compare them):
 //   generation,round,phase,fusion_threshold_bytes,cycle_time_ms,
-//   algorithm_overrides,median_step_ms,steps
-// `round` is the negotiation round after which the row's successor ran.
+//   algorithm_overrides,gradient_groups,median_step_ms,steps
+// `round` is the negotiation round after which the row's successor ran;
+// gradient_groups is "default" where the step's own grouping ran.
 #ifndef TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
 #define TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
 
@@ -22,6 +29,7 @@
 
 #include "cc/core/base/status.h"
 #include "cc/core/runtime/autotuner.h"
+#include "cc/core/runtime/gradient_groups_schedule.h"
 
 namespace tfdist {
 
@@ -41,14 +49,25 @@ class AutotuneSession {
   // Every allreduced tensor this rank completed (rank 0 measures; others ignore).
   void OnAllreduce(const std::string& name, size_t bytes, double now);
 
+  // Asked by a traced step (any thread): which of `candidates` (num_groups
+  // values, the traced one first) the step at `iteration` runs, as an index.
+  int AskGradientGroups(const std::vector<int32_t>& candidates, int64_t iteration, double now);
+
   const Autotuner* tuner() const { return tuner_.get(); }
+  const GradientGroupsSchedule& schedule() const { return schedule_; }
   uint64_t generation() const { return generation_; }
 
  private:
   void WriteRow(uint64_t generation, uint64_t round, TuningPhase phase,
                 const TunedParameters& parameters, const TrialResult* result);
+  // Rank 0: hands the tuner the step's candidates once they are known, and
+  // tells it when a change of grouping has taken effect.
+  void FollowGroups();
 
   std::unique_ptr<Autotuner> tuner_;  // rank 0 only
+  GradientGroupsSchedule schedule_;
+  bool candidates_given_ = false;
+  uint64_t waiting_generation_ = 0;  // a grouping change not yet in force (0: none)
   uint64_t generation_ = 0;
   TunedParameters applied_;
   TuningPhase applied_phase_ = TuningPhase::kBaseline;

@@ -56,6 +56,7 @@ double BitsDouble(uint64_t bits) {
 const char* TuningPhaseName(TuningPhase phase) {
   switch (phase) {
     case TuningPhase::kBaseline: return "baseline";
+    case TuningPhase::kGroups: return "gradient_groups";
     case TuningPhase::kFusion: return "fusion_threshold";
     case TuningPhase::kCycle: return "cycle_time";
     case TuningPhase::kAlgorithm: return "algorithm";
@@ -109,6 +110,20 @@ void Autotuner::Applied(uint64_t generation, double now) {
   if (generation != generation_ || applied_) return;
   applied_ = true;
   applied_at_ = now;
+  if (proposal_.gradient_groups != running_groups_) {
+    // The step's collectives now have other names: the marker will not
+    // come back. The next tensor is the new marker; the step's bytes are
+    // the same whatever the grouping, so the first step it closes counts.
+    running_groups_ = proposal_.gradient_groups;
+    have_marker_ = false;
+    step_bytes_ = 0;
+    step_sizes_.clear();
+    seen_since_marker_.clear();
+  }
+}
+
+void Autotuner::SetGroupCandidates(std::vector<int32_t> candidates) {
+  if (phase_ == TuningPhase::kBaseline) groups_queue_ = std::move(candidates);
 }
 
 void Autotuner::OnStep(double seconds, uint64_t bytes, double began) {
@@ -142,6 +157,12 @@ void Autotuner::FinishTrial() {
       best_ = defaults_;
       best_samples_ = samples_;
       PlanFusionCandidates();
+      break;
+    case TuningPhase::kGroups:
+      if (better) {
+        best_ = proposal_;
+        best_samples_ = samples_;
+      }
       break;
     case TuningPhase::kFusion:
       if (better) {
@@ -182,6 +203,13 @@ void Autotuner::FinishTrial() {
 }
 
 void Autotuner::Next() {
+  if (phase_ <= TuningPhase::kGroups && !groups_queue_.empty()) {
+    TunedParameters p = best_;
+    p.gradient_groups = groups_queue_.front();
+    groups_queue_.erase(groups_queue_.begin());
+    Propose(p, TuningPhase::kGroups);
+    return;
+  }
   if (phase_ <= TuningPhase::kFusion && !fusion_queue_.empty()) {
     TunedParameters p = best_;
     p.fusion_threshold_bytes = fusion_queue_.front();
@@ -330,7 +358,10 @@ std::vector<uint64_t> EncodeTuning(const TuningBroadcast& b) {
   words[4] = DoubleBits(b.previous.median_seconds);
   words[5] = static_cast<uint64_t>(std::min(b.previous.samples, 0xFFFF)) |
              (static_cast<uint64_t>(b.previous.phase) << 16) |
-             (static_cast<uint64_t>(b.phase) << 24);
+             (static_cast<uint64_t>(b.phase) << 24) |
+             (static_cast<uint64_t>(static_cast<uint16_t>(b.parameters.gradient_groups + 1))
+              << 32);
+  words[6] = static_cast<uint64_t>(b.groups_from_iteration);
   return words;
 }
 
@@ -346,6 +377,8 @@ bool DecodeTuning(const std::vector<uint64_t>& words, TuningBroadcast* out) {
   out->parameters.fusion_threshold_bytes = words[1];
   out->parameters.cycle_time_ms = BitsDouble(words[2]);
   out->parameters.overrides = AlgorithmOverrides::FromPacked(words[3]);
+  out->parameters.gradient_groups = static_cast<int32_t>((words[5] >> 32) & 0xFFFF) - 1;
+  out->groups_from_iteration = static_cast<int64_t>(words[6]);
   out->phase = static_cast<TuningPhase>(phase);
   out->previous = TrialResult{};
   out->previous.median_seconds = BitsDouble(words[4]);

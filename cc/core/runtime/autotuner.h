@@ -22,15 +22,18 @@
 // best (coordinate descent), each trial a window of `samples_per_trial`
 // steps compared by medians:
 //   1. baseline: the defaults;
-//   2. fusion threshold: candidates ordered by the cost model's predicted
+//   2. gradient groups: where the step was traced with other groupings to
+//      choose from (gradient_groups_schedule.h), each of them in turn; kept
+//      where it improves;
+//   3. fusion threshold: candidates ordered by the cost model's predicted
 //      communication time of the measured step's tensors, grouped as that
 //      threshold would group them (thresholds that group alike are one
 //      candidate); stops at the first that does not improve;
-//   3. cycle time: halve while it improves, else double while it improves;
-//   4. per-size algorithm overrides: for the size classes (algorithm_
+//   4. cycle time: halve while it improves, else double while it improves;
+//   5. per-size algorithm overrides: for the size classes (algorithm_
 //      overrides.h) carrying most predicted time, the cost model's
 //      runner-up algorithm; kept where it improves;
-//   5. confirmation: defaults, then the best, measured again; the best is
+//   6. confirmation: defaults, then the best, measured again; the best is
 //      kept only if its pooled samples beat the defaults' pooled samples by
 //      the noise-aware margin. Otherwise the defaults stay: it never ends
 //      worse than the defaults by more than the noise it can see.
@@ -50,6 +53,7 @@
 
 #include "cc/core/collectives/algorithm.h"
 #include "cc/core/runtime/algorithm_overrides.h"
+#include "cc/core/runtime/gradient_groups_schedule.h"
 
 namespace tfdist {
 
@@ -58,22 +62,26 @@ struct TunedParameters {
   uint64_t fusion_threshold_bytes = 0;
   double cycle_time_ms = 1.0;
   AlgorithmOverrides overrides;
+  // DistributedOptimizer's num_groups; kTracedGroups: as traced.
+  int32_t gradient_groups = kTracedGroups;
 
   bool operator==(const TunedParameters& o) const {
     return fusion_threshold_bytes == o.fusion_threshold_bytes &&
-           cycle_time_ms == o.cycle_time_ms && overrides == o.overrides;
+           cycle_time_ms == o.cycle_time_ms && overrides == o.overrides &&
+           gradient_groups == o.gradient_groups;
   }
   bool operator!=(const TunedParameters& o) const { return !(*this == o); }
 };
 
 enum class TuningPhase : uint8_t {
   kBaseline = 0,
-  kFusion = 1,
-  kCycle = 2,
-  kAlgorithm = 3,
-  kConfirmDefaults = 4,
-  kConfirmBest = 5,
-  kFinal = 6,
+  kGroups = 1,
+  kFusion = 2,
+  kCycle = 3,
+  kAlgorithm = 4,
+  kConfirmDefaults = 5,
+  kConfirmBest = 6,
+  kFinal = 7,
 };
 const char* TuningPhaseName(TuningPhase phase);
 
@@ -117,6 +125,9 @@ class Autotuner {
   void OnAllreduce(const std::string& name, size_t bytes, double now);
   // The proposal of `generation` took effect on every rank at `now`.
   void Applied(uint64_t generation, double now);
+  // The num_groups values the traced step can switch to besides its own,
+  // tried after the baseline; ignored once the baseline is over.
+  void SetGroupCandidates(std::vector<int32_t> candidates);
 
   // What every rank should run; generation 0 is the defaults, each change
   // increments it.
@@ -159,11 +170,15 @@ class Autotuner {
   std::vector<double> default_samples_;
   std::vector<double> confirm_defaults_samples_;
   std::vector<double> confirm_best_samples_;
+  std::vector<int32_t> groups_queue_;
   std::vector<uint64_t> fusion_queue_;
   std::vector<std::pair<int, AllreduceAlgorithm>> algorithm_queue_;  // (size class, runner-up)
   int cycle_direction_ = 0;  // -1 halving, +1 doubling, 0 stopped
   bool cycle_improved_ = false;
   int cycle_trials_ = 0;
+
+  // The grouping the step's tensors are named after (the last applied).
+  int32_t running_groups_ = kTracedGroups;
 
   // The marker and the step in progress.
   size_t marker_ = 0;
@@ -182,10 +197,13 @@ class Autotuner {
 
 // The proposal as the words rank 0 broadcasts every round (Negotiator), and
 // back. kTuningWords words; generation 0 means "nothing proposed yet".
-constexpr size_t kTuningWords = 6;
+constexpr size_t kTuningWords = 7;
 struct TuningBroadcast {
   uint64_t generation = 0;
   TunedParameters parameters;
+  // The iteration from which parameters.gradient_groups may take effect
+  // (GradientGroupsSchedule::SafeIteration on rank 0).
+  int64_t groups_from_iteration = 0;
   TuningPhase phase = TuningPhase::kBaseline;  // of this proposal
   TrialResult previous;  // the trial that ended with this proposal (samples 0: none)
 };

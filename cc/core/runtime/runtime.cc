@@ -137,6 +137,11 @@ void Runtime::ApplyTuning(const TunedParameters& parameters) {
   executor_.SetAlgorithmOverrides(parameters.overrides);
 }
 
+int Runtime::AskGradientGroups(const std::vector<int32_t>& candidates, int64_t iteration) {
+  if (!autotune_) return 0;
+  return autotune_->AskGradientGroups(candidates, iteration, SecondsNow());
+}
+
 Runtime::~Runtime() {
   if (control_plane_.closed() && thread_.joinable()) {
     // MPI is gone (the process is exiting without shutdown()): the thread can

@@ -102,6 +102,10 @@ class Runtime {
   // The hosts as this job sees them (virtual ones with TFDIST_VIRTUAL_HOSTS).
   const HostLayout& hosts() const { return hosts_; }
   const RuntimeConfig& config() const { return config_; }
+  // Which of `candidates` (num_groups values, the traced one first) the
+  // training step at `iteration` runs: an index, 0 unless autotuning chose
+  // another (gradient_groups_schedule.h). Any thread.
+  int AskGradientGroups(const std::vector<int32_t>& candidates, int64_t iteration);
   // As for float32 (tfdist.algorithm_for: 16-bit floats are reduced in it).
   AllreduceAlgorithm ResolveAlgorithm(AllreduceAlgorithm requested, size_t bytes) const {
     return executor_.Resolve(requested, bytes, DataType::kFloat32);
