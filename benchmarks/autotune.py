@@ -18,8 +18,14 @@ settings), and rounds alternate between the configurations:
 - ``autotune``: ``init(autotune=True)``, then ``--tune-steps`` untimed steps
   in which the tuner searches (the issue's budget is 50), then the timed
   steps with whatever it kept; its CSV log (rank 0's) says what it chose;
-- ``grid[...]``: every combination of ``--grid-fusion`` (bytes) and
-  ``--grid-cycle`` (ms).
+- ``grid[...]``: every combination of ``--grid-fusion`` (bytes),
+  ``--grid-cycle`` (ms) and ``--grid-groups`` (DistributedOptimizer's
+  ``num_groups``; none given: the default).
+
+Each ``num_groups`` has its own model, and autotuning its own too, built while
+an autotuning runtime runs, so that its step carries the groupings autotuning
+chooses from (docs/runtime.md, "Autotuning"); the defaults and the grid run
+steps built without autotuning, as a user's would be.
 
 Each round visits the configurations in another order (``round_order``).
 Throughput is the sum over ranks of samples per second, median over rounds;
@@ -38,7 +44,7 @@ import os
 import statistics
 import sys
 import tempfile
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks import _results
 from benchmarks._interleaved import round_order
@@ -65,22 +71,36 @@ def _dataset(kind: str, batch: int, seed: int):
     return training.synthetic_dataset("cnn" if kind == "cnn" else "mlp", batch, seed)
 
 
-def _trainer(kind: str, batch: int, rank: int):
+def _trainer(kind: str, batch: int, rank: int, num_groups: Optional[int] = None):
     import keras
     import tfdist.keras as hvd
     from benchmarks import training
     model = build_model(kind)
-    training._compile(model, hvd.DistributedOptimizer(keras.optimizers.SGD(0.01, momentum=0.9)))
+    training._compile(model, hvd.DistributedOptimizer(keras.optimizers.SGD(0.01, momentum=0.9),
+                                                      num_groups=num_groups))
     return training.Trainer(model, _dataset(kind, batch, rank))
 
 
-def _configurations(grid_fusion: List[int], grid_cycle: List[float]) -> Dict[str, Dict]:
+def _configurations(grid_fusion: List[int], grid_cycle: List[float],
+                    grid_groups: Sequence[Optional[int]] = (None,)) -> Dict[str, Dict]:
     configs: Dict[str, Dict] = {"defaults": {}, AGAIN: {}, "autotune": {"autotune": True}}
     for fusion in grid_fusion:
         for cycle in grid_cycle:
-            configs[f"grid[fusion={fusion},cycle={cycle:g}]"] = {
-                "fusion_threshold": fusion, "cycle_time": cycle}
+            for groups in grid_groups:
+                name = f"fusion={fusion},cycle={cycle:g}"
+                settings: Dict[str, Any] = {"fusion_threshold": fusion, "cycle_time": cycle}
+                if groups is not None:
+                    name += f",groups={groups}"
+                    settings["num_groups"] = groups
+                configs[f"grid[{name}]"] = settings
     return configs
+
+
+def _trainer_key(settings: Dict[str, Any]) -> str:
+    """Configurations that share a key share a model and its traced step."""
+    if settings.get("autotune"):
+        return "autotune"
+    return f"groups={settings.get('num_groups')}"
 
 
 def _final_choice(log: str) -> Dict[str, str]:
@@ -97,6 +117,7 @@ def _final_choice(log: str) -> Dict[str, str]:
     return {"fusion_threshold_bytes": final["fusion_threshold_bytes"],
             "cycle_time_ms": final["cycle_time_ms"],
             "algorithm_overrides": final["algorithm_overrides"],
+            "gradient_groups": final.get("gradient_groups", "default"),
             "trials": str(len(rows) - 1), "generation": final["generation"]}
 
 
@@ -115,16 +136,20 @@ def run(models: List[str], batch: int, steps: Dict[str, int], rounds: int, tune_
     for kind in models:
         rates: Dict[str, List[float]] = {name: [] for name in configs}
         choices: List[Dict[str, str]] = []
-        trainer = None
+        trainers: Dict[str, Any] = {}
         for round_ in range(rounds):
             for name in round_order(list(configs), round_):
-                settings = configs[name]
+                settings = dict(configs[name])
+                num_groups = settings.pop("num_groups", None)
                 log = os.path.join(logs, f"{kind}-{round_}.csv")
                 extra = {"autotune_log": log} if settings.get("autotune") else {}
                 tfdist.init(**shared, **settings, **extra)
-                if trainer is None:
-                    trainer = _trainer(kind, batch, comm.rank)
-                    trainer.run(3)  # trace outside the timing
+                key = _trainer_key(configs[name])
+                if key not in trainers:
+                    # Built and traced under this configuration's runtime.
+                    trainers[key] = _trainer(kind, batch, comm.rank, num_groups)
+                    trainers[key].run(3)  # trace outside the timing
+                trainer = trainers[key]
                 comm.Barrier()
                 # Every configuration trains the same untimed steps first, so
                 # that only the settings differ between them.
@@ -135,6 +160,7 @@ def run(models: List[str], batch: int, steps: Dict[str, int], rounds: int, tune_
                 tfdist.shutdown()
                 if settings.get("autotune") and comm.rank == 0:
                     choices.append(_final_choice(log + ".0" if comm.size > 1 else log))
+        trainer = next(iter(trainers.values()), None)
         entry: Dict[str, Any] = {
             "parameters": trainer.model.count_params() if trainer else 0,
             "gradients": len(trainer.model.trainable_variables) if trainer else 0,
@@ -187,7 +213,7 @@ def held_out_grid_ratios(entry: Dict) -> Tuple[List[str], List[float]]:
 
 def _choices_text(choices: List[Dict[str, str]]) -> str:
     """What autotuning kept, each distinct setting with how many of the runs kept it."""
-    keys = ("fusion_threshold_bytes", "cycle_time_ms", "algorithm_overrides")
+    keys = ("fusion_threshold_bytes", "cycle_time_ms", "algorithm_overrides", "gradient_groups")
     counts: Dict[str, int] = {}
     for choice in choices:
         text = ", ".join(f"{key}={choice[key]}" for key in keys if key in choice) or (
@@ -250,6 +276,9 @@ def main(argv: List[str]) -> int:
                         help="fusion thresholds (bytes) of the grid search")
     parser.add_argument("--grid-cycle", default="0.25,1,4",
                         help="cycle times (ms) of the grid search")
+    parser.add_argument("--grid-groups", default="",
+                        help="DistributedOptimizer num_groups values of the grid search "
+                             "(empty: only the default)")
     parser.add_argument("--virtual-hosts", type=int, default=None,
                         help="TFDIST_VIRTUAL_HOSTS for every run (e.g. 4 at -np 8)")
     parser.add_argument("--emulated-bandwidth", type=float, default=None,
@@ -266,8 +295,9 @@ def main(argv: List[str]) -> int:
         shared["virtual_hosts"] = args.virtual_hosts
     if args.emulated_bandwidth:
         shared["emulated_bandwidth"] = args.emulated_bandwidth
+    groups = [int(v) for v in args.grid_groups.split(",") if v] or [None]
     configs = _configurations([int(v) for v in args.grid_fusion.split(",") if v],
-                              [float(v) for v in args.grid_cycle.split(",") if v])
+                              [float(v) for v in args.grid_cycle.split(",") if v], groups)
     results = run(args.models.split(","), args.batch,
                   {"cnn": args.cnn_steps, "mlp": args.mlp_steps, "small": args.small_steps},
                   args.rounds, args.tune_steps, configs, shared, args.threads)
