@@ -151,8 +151,9 @@ SETTINGS: Tuple[Setting, ...] = (
             "One stderr line per collective (name, size, algorithm).",
             cpp_key="debug_log", cpp_member="debug_log"),
     Setting("autotune", "bool", False,
-            "Tune the fusion threshold, the cycle time and per-size allreduce algorithms "
-            "while training runs, every rank switching in the same round; keeps the "
+            "Tune DistributedOptimizer's gradient grouping (when num_groups is not given), "
+            "the fusion threshold, the cycle time and per-size allreduce algorithms "
+            "while training runs, every rank switching at the same step; keeps the "
             "defaults unless a candidate is measurably faster (docs/runtime.md, "
             "Autotuning). Must be the same on every rank.",
             cpp_key="autotune", cpp_member="autotune"),
