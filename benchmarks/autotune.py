@@ -15,6 +15,8 @@ settings), and rounds alternate between the configurations:
 - ``defaults again``: the same, a second time each round: the A/A control, whose
   ratio to ``defaults`` is what the machine's noise alone does to two identical
   configurations;
+- ``defaults, tunable step``: the defaults on autotuning's model (below) with
+  autotuning off: what building the step with several groupings costs by itself;
 - ``autotune``: ``init(autotune=True)``, then ``--tune-steps`` untimed steps
   in which the tuner searches (the issue's budget is 50), then the timed
   steps with whatever it kept; its CSV log (rank 0's) says what it chose;
@@ -52,6 +54,8 @@ from benchmarks._interleaved import round_order
 MODELS = ("cnn", "mlp", "small")
 #: The A/A control: the defaults run a second time in every round.
 AGAIN = "defaults again"
+#: The defaults on the step autotuning runs (built with several groupings).
+TUNABLE = "defaults, tunable step"
 
 
 def build_model(kind: str):
@@ -83,7 +87,8 @@ def _trainer(kind: str, batch: int, rank: int, num_groups: Optional[int] = None)
 
 def _configurations(grid_fusion: List[int], grid_cycle: List[float],
                     grid_groups: Sequence[Optional[int]] = (None,)) -> Dict[str, Dict]:
-    configs: Dict[str, Dict] = {"defaults": {}, AGAIN: {}, "autotune": {"autotune": True}}
+    configs: Dict[str, Dict] = {"defaults": {}, AGAIN: {}, TUNABLE: {"step": "autotune"},
+                                "autotune": {"autotune": True}}
     for fusion in grid_fusion:
         for cycle in grid_cycle:
             for groups in grid_groups:
@@ -98,7 +103,7 @@ def _configurations(grid_fusion: List[int], grid_cycle: List[float],
 
 def _trainer_key(settings: Dict[str, Any]) -> str:
     """Configurations that share a key share a model and its traced step."""
-    if settings.get("autotune"):
+    if settings.get("autotune") or settings.get("step") == "autotune":
         return "autotune"
     return f"groups={settings.get('num_groups')}"
 
@@ -137,10 +142,18 @@ def run(models: List[str], batch: int, steps: Dict[str, int], rounds: int, tune_
         rates: Dict[str, List[float]] = {name: [] for name in configs}
         choices: List[Dict[str, str]] = []
         trainers: Dict[str, Any] = {}
+        # Autotuning's model is built while an autotuning runtime runs, so
+        # that its step carries the groupings the tuner chooses from, whichever
+        # configuration comes first.
+        tfdist.init(**shared, autotune=True)
+        trainers["autotune"] = _trainer(kind, batch, comm.rank)
+        trainers["autotune"].run(3)  # trace outside the timing
+        tfdist.shutdown()
         for round_ in range(rounds):
             for name in round_order(list(configs), round_):
                 settings = dict(configs[name])
                 num_groups = settings.pop("num_groups", None)
+                settings.pop("step", None)
                 log = os.path.join(logs, f"{kind}-{round_}.csv")
                 extra = {"autotune_log": log} if settings.get("autotune") else {}
                 tfdist.init(**shared, **settings, **extra)
@@ -160,10 +173,10 @@ def run(models: List[str], batch: int, steps: Dict[str, int], rounds: int, tune_
                 tfdist.shutdown()
                 if settings.get("autotune") and comm.rank == 0:
                     choices.append(_final_choice(log + ".0" if comm.size > 1 else log))
-        trainer = next(iter(trainers.values()), None)
+        trainer = trainers["autotune"]
         entry: Dict[str, Any] = {
-            "parameters": trainer.model.count_params() if trainer else 0,
-            "gradients": len(trainer.model.trainable_variables) if trainer else 0,
+            "parameters": trainer.model.count_params(),
+            "gradients": len(trainer.model.trainable_variables),
             "configurations": {name: {"samples_per_second": statistics.median(values),
                                       "rounds": values} for name, values in rates.items()},
             "autotune_choices": comm.bcast(choices, root=0),
@@ -237,10 +250,13 @@ def summary(document: Dict[str, Any]) -> str:
              f"the even rounds scored on the odd ones and the other way round (the same "
              f"rounds' best is biased upwards). A/A: the defaults' second run of each round "
              f"over their first (in runs that had one): what noise alone does to two "
-             f"identical settings.", "",
+             f"identical settings. Tunable step: the defaults on the step autotuning "
+             f"runs (built with several gradient groupings), autotuning off (in runs that "
+             f"had it).", "",
              "| model | gradients | defaults | autotune | grid best | autotune / defaults "
              "| autotune / grid best, same rounds | autotune / grid best, held out "
-             "| A/A | autotune chose |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| A/A | tunable step / defaults | autotune chose |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, entry in document["models"].items():
         configs = entry["configurations"]
         best = entry.get("grid_best")
@@ -250,12 +266,14 @@ def summary(document: Dict[str, Any]) -> str:
         held_out_text = (f"{_ratio_text(_spread(held_out))} (picked: "
                          f"{', '.join(pick[5:-1] for pick in picks)})" if held_out else "-")
         aa_text = _ratio_text(_ratio(entry, AGAIN, "defaults")) if AGAIN in configs else "-"
+        tunable_text = (_ratio_text(_ratio(entry, TUNABLE, "defaults")) if TUNABLE in configs
+                        else "-")
         lines.append(f"| {kind} | {entry['gradients']} "
                      f"| {configs['defaults']['samples_per_second']:.1f} "
                      f"| {configs['autotune']['samples_per_second']:.1f} | {grid_text} "
                      f"| {_ratio_text(_ratio(entry, 'autotune', 'defaults'))} "
                      f"| {_ratio_text(_ratio(entry, 'autotune', best)) if best else '-'} "
-                     f"| {held_out_text} | {aa_text} "
+                     f"| {held_out_text} | {aa_text} | {tunable_text} "
                      f"| {_choices_text(entry.get('autotune_choices', []))} |")
     lines.append("")
     return "\n".join(lines)
