@@ -66,9 +66,7 @@ bool AutotuneSession::OnRound(const std::vector<uint64_t>& broadcast, uint64_t r
 }
 
 void AutotuneSession::OnAllreduce(const std::string& name, size_t bytes, double now) {
-  if (!tuner_) return;
-  FollowGroups();
-  tuner_->OnAllreduce(name, bytes, now);
+  if (tuner_) tuner_->OnAllreduce(name, bytes, now);
 }
 
 int AutotuneSession::AskGradientGroups(const std::vector<int32_t>& candidates,
@@ -78,8 +76,9 @@ int AutotuneSession::AskGradientGroups(const std::vector<int32_t>& candidates,
 }
 
 void AutotuneSession::FollowGroups() {
-  if (!tuner_) return;
-  if (!candidates_given_) {
+  if (!tuner_ || tuner_->done()) return;
+  // The tuner takes candidates only before its baseline ends.
+  if (!candidates_given_ && tuner_->phase() == TuningPhase::kBaseline) {
     std::vector<int32_t> candidates = schedule_.candidates();
     if (!candidates.empty()) {
       candidates.erase(candidates.begin());  // the traced grouping is the baseline's

@@ -60,8 +60,10 @@ class AutotuneSession {
  private:
   void WriteRow(uint64_t generation, uint64_t round, TuningPhase phase,
                 const TunedParameters& parameters, const TrialResult* result);
-  // Rank 0: hands the tuner the step's candidates once they are known, and
-  // tells it when a change of grouping has taken effect.
+  // Rank 0, at each round: hands the tuner the step's candidates once they
+  // are known, and tells it when a change of grouping has taken effect. A
+  // round is soon enough: a step's tensors are submitted after its op asked,
+  // so they run in a round that follows the ask.
   void FollowGroups();
 
   std::unique_ptr<Autotuner> tuner_;  // rank 0 only
