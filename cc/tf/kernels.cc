@@ -460,16 +460,23 @@ class JoinKernel : public CollectiveKernel {
   void Succeeded() override { RestartEagerNames(process_set_id()); }
 };
 
+// The global set's runtime, for the kernels that are not collectives.
+absl::Status InitializedRuntime(RuntimeHandle* handle) {
+  *handle = CurrentRuntime();
+  if (handle->runtime == nullptr) {
+    return absl::FailedPreconditionError("tfdist is not initialized: call tfdist.init() first");
+  }
+  return absl::OkStatus();
+}
+
 class TopologyKernel : public tf::OpKernel {
  public:
   explicit TopologyKernel(tf::OpKernelConstruction* c) : tf::OpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("which", &which_));
   }
   void Compute(tf::OpKernelContext* ctx) override {
-    RuntimeHandle handle = CurrentRuntime();
-    OP_REQUIRES(ctx, handle.runtime != nullptr,
-                absl::FailedPreconditionError(absl::StrCat(
-                    "tfdist is not initialized: call tfdist.init() first")));
+    RuntimeHandle handle;
+    OP_REQUIRES_OK(ctx, InitializedRuntime(&handle));
     const Topology& t = handle.topology;
     const int values[] = {t.rank, t.size, t.local_rank, t.local_size, t.cross_rank, t.cross_size};
     OP_REQUIRES(ctx, which_ >= 0 && which_ < 6, absl::InvalidArgumentError("bad which"));
@@ -492,9 +499,8 @@ class GradientGroupsKernel : public tf::OpKernel {
     candidates_.assign(candidates.begin(), candidates.end());
   }
   void Compute(tf::OpKernelContext* ctx) override {
-    RuntimeHandle handle = CurrentRuntime();
-    OP_REQUIRES(ctx, handle.runtime != nullptr,
-                absl::FailedPreconditionError("tfdist is not initialized: call tfdist.init() first"));
+    RuntimeHandle handle;
+    OP_REQUIRES_OK(ctx, InitializedRuntime(&handle));
     const int64_t iteration = ctx->input(0).scalar<int64_t>()();
     tf::Tensor* output = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, tf::TensorShape({}), &output));
