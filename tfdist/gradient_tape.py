@@ -181,7 +181,7 @@ def allreduce_gradients(gradients: Sequence[Optional[tf.Tensor]],
         reduced = tf.switch_case(index, [functools.partial(reduce_dense, groups)
                                          for groups in candidates])
     else:
-        reduced = reduce_dense(default_num_groups() if num_groups is None else num_groups)
+        reduced = reduce_dense(candidates[0])
     for i, value in zip(dense_indices, reduced):
         result[i] = value
     return result
