@@ -69,20 +69,31 @@ struct Run {
 
 // Trains `steps` steps of `sizes` (tensor bytes, named g0, g1, ...), each
 // taking step_seconds(parameters in force) x noise, applying each proposal
-// at the next step boundary as the runtime's broadcast would. A one-off
-// tensor ("init") comes first, as a broadcast of the weights would.
+// at the next step boundary as the runtime's broadcast would, or
+// `apply_delay` steps later (as a change of grouping waits for an iteration
+// no rank has reached). A one-off tensor ("init") comes first, as a
+// broadcast of the weights would. `groups` are handed to the tuner at the
+// start, as the traced step's other groupings.
 Run Train(const std::vector<size_t>& sizes,
           const std::function<double(const TunedParameters&)>& step_seconds, double noise,
-          int steps = 200, tfdist::AutotuneOptions options = {}) {
+          int steps = 200, tfdist::AutotuneOptions options = {}, int apply_delay = 0,
+          std::vector<int32_t> groups = {}) {
   Autotuner tuner(Defaults(), FakeModel(), options);
+  tuner.SetGroupCandidates(std::move(groups));
   Noise jitter(noise);
   double now = 100.0;
   tuner.OnAllreduce("init", 4, now);
   uint64_t applied = 0;
+  uint64_t proposed = 0;
+  int proposed_at = 0;
   TunedParameters in_force = Defaults();
   Run run;
   for (int step = 0; step < steps; ++step) {
-    if (tuner.generation() != applied) {
+    if (tuner.generation() != proposed) {
+      proposed = tuner.generation();
+      proposed_at = step;
+    }
+    if (proposed != applied && step - proposed_at >= apply_delay) {
       applied = tuner.generation();
       in_force = tuner.proposal();
       tuner.Applied(applied, now);
@@ -236,6 +247,53 @@ TFDIST_TEST(AutotunerTriesTheTracedGroupingsAndKeepsAFasterOne) {
   CHECK_EQ(late.proposal().gradient_groups, tfdist::kTracedGroups);
 }
 
+TFDIST_TEST(AutotunerEndsWithinItsStepBudget) {
+  // Every knob helps, each step of it: the search would try them all (a
+  // grouping, fusion, three cycle times, two algorithm classes) and confirm,
+  // and each proposal takes 3 steps to apply. Unbounded, that is longer than
+  // 50 steps; with the default budget it is final by step 50, keeps what it
+  // had confirmed, and still ends faster than the defaults.
+  const int big = AlgorithmOverrides::SizeClass(2 << 20);
+  auto step = [big](const TunedParameters& p) {
+    double t = 10e-3;
+    if (p.gradient_groups == 2) t *= 0.9;
+    if (p.fusion_threshold_bytes < kDefaultThreshold) t *= 0.9;
+    for (double c = p.cycle_time_ms; c < 1.0; c *= 2) t *= 0.9;
+    if (p.overrides.ForClass(big) != AllreduceAlgorithm::kAuto) t *= 0.9;
+    return t;
+  };
+  tfdist::AutotuneOptions unbounded;
+  unbounded.max_steps = 0;
+  const Run longer = Train(MixedSizes(), step, 0.01, 200, unbounded, 3, {2});
+  CHECK(longer.done);
+  CHECK_EQ_MSG(longer.steps_to_final > 50, true, "unbounded: final after "
+                                                     << longer.steps_to_final << " steps");
+  for (int delay : {0, 1, 2, 3}) {
+    for (double noise : {0.0, 0.01, 0.05}) {
+      const Run run = Train(MixedSizes(), step, noise, 200, {}, delay, {2});
+      CHECK(run.done);
+      CHECK_EQ_MSG(run.steps_to_final > 0 && run.steps_to_final <= 50, true,
+                   "final after " << run.steps_to_final << " steps, delay " << delay
+                                  << ", noise " << noise);
+    }
+  }
+  const Run run = Train(MixedSizes(), step, 0.01, 200, {}, 3, {2});
+  CHECK_EQ_MSG(run.history.size() < longer.history.size(), true,
+               run.history.size() << " trials against " << longer.history.size());
+  CHECK(step(run.final_parameters) < 0.9 * step(Defaults()));
+  // It stopped exploring, not confirming: the last two trials are the confirmation.
+  const size_t n = run.history.size();
+  CHECK(n >= 3 && run.history[n - 2].phase == TuningPhase::kConfirmDefaults &&
+        run.history[n - 1].phase == TuningPhase::kConfirmBest);
+  // A budget too small for any trial after the baseline: the defaults stay.
+  tfdist::AutotuneOptions tiny;
+  tiny.max_steps = 12;
+  const Run none = Train(MixedSizes(), step, 0.01, 200, tiny, 3, {2});
+  CHECK(none.done);
+  CHECK_EQ(none.history.size(), size_t{1});
+  CHECK_EQ(none.final_parameters == Defaults(), true);
+}
+
 TFDIST_TEST(AutotunerProposesNothingWithoutRecurringSteps) {
   Autotuner tuner(Defaults(), FakeModel());
   double now = 0;
@@ -273,6 +331,7 @@ TFDIST_TEST(AutotuneBroadcastRoundTrips) {
   b.previous.phase = TuningPhase::kCycle;
   b.parameters.gradient_groups = 0;
   b.groups_from_iteration = int64_t{1} << 40;
+  b.step = 1234;
   tfdist::TuningBroadcast back;
   CHECK(tfdist::DecodeTuning(tfdist::EncodeTuning(b), &back));
   CHECK_EQ(back.generation, uint64_t{7});
@@ -283,6 +342,10 @@ TFDIST_TEST(AutotuneBroadcastRoundTrips) {
   CHECK(back.previous.phase == TuningPhase::kCycle);
   CHECK_EQ(back.parameters.gradient_groups, 0);
   CHECK_EQ(back.groups_from_iteration, int64_t{1} << 40);
+  CHECK_EQ(back.step, 1234);
+  b.step = 1 << 20;  // past what the log needs: capped, not wrapped
+  CHECK(tfdist::DecodeTuning(tfdist::EncodeTuning(b), &back));
+  CHECK_EQ(back.step, 0xFFFF);
   for (int32_t groups : {tfdist::kTracedGroups, 1, 4, 1000}) {
     b.parameters.gradient_groups = groups;
     CHECK(tfdist::DecodeTuning(tfdist::EncodeTuning(b), &back));

@@ -628,10 +628,16 @@ TFDIST_TEST(RuntimeAutotuneSwitchesEveryRankInTheSameRound) {
     std::remove((log + "." + std::to_string(r)).c_str());
   }
   CHECK_EQ_MSG(logs[0] == logs[1], true, "rank 0:\n" << logs[0] << "rank 1:\n" << logs[1]);
-  CHECK_EQ_MSG(logs[0].find("generation,round,phase,") == 0, true, logs[0]);
+  CHECK_EQ_MSG(logs[0].find("generation,round,step,phase,") == 0, true, logs[0]);
   CHECK_EQ_MSG(logs[0].find(",baseline,") != std::string::npos, true, logs[0]);
-  // 150 steps are enough to finish (the search takes about 50).
-  CHECK_EQ_MSG(logs[0].find(",final,") != std::string::npos, true, logs[0]);
+  // 150 steps are enough to finish: the search is final by step 50 (its
+  // budget, autotuner.h), which the final row's `step` column shows.
+  const size_t final_row = logs[0].find(",final,");
+  CHECK_EQ_MSG(final_row != std::string::npos, true, logs[0]);
+  const size_t step_at = logs[0].rfind(',', final_row - 1) + 1;
+  const int final_step = std::stoi(logs[0].substr(step_at, final_row - step_at));
+  CHECK_EQ_MSG(final_step > 0 && final_step <= 50, true, "final at step " << final_step << "\n"
+                                                                          << logs[0]);
 }
 
 }  // namespace tfdist_test

@@ -21,7 +21,7 @@ Status AutotuneSession::OpenLog(const std::string& path, int rank, int size) {
                                    "': " + std::strerror(errno));
   }
   std::fprintf(log_.get(),
-               "generation,round,phase,fusion_threshold_bytes,cycle_time_ms,"
+               "generation,round,step,phase,fusion_threshold_bytes,cycle_time_ms,"
                "algorithm_overrides,gradient_groups,median_step_ms,steps\n");
   std::fflush(log_.get());
   return Status::OK();
@@ -35,6 +35,7 @@ std::vector<uint64_t> AutotuneSession::Words() const {
     b.phase = tuner_->phase();
     b.previous = tuner_->last_result();
     b.groups_from_iteration = schedule_.SafeIteration();
+    b.step = tuner_->steps_seen();
   }
   return EncodeTuning(b);
 }
@@ -47,12 +48,14 @@ bool AutotuneSession::OnRound(const std::vector<uint64_t>& broadcast, uint64_t r
     return false;
   }
   // The trial that just ended ran with what this rank applied last.
-  WriteRow(generation_, round, applied_phase_, applied_, &b.previous);
+  WriteRow(generation_, round, b.step, applied_phase_, applied_, &b.previous);
   const bool regrouped = b.parameters.gradient_groups != applied_.gradient_groups;
   generation_ = b.generation;
   applied_ = b.parameters;
   applied_phase_ = b.phase;
-  if (b.phase == TuningPhase::kFinal) WriteRow(generation_, round, b.phase, applied_, nullptr);
+  if (b.phase == TuningPhase::kFinal) {
+    WriteRow(generation_, round, b.step, b.phase, applied_, nullptr);
+  }
   if (regrouped) {
     // Every rank reads the same iteration in this same round.
     schedule_.Change(b.parameters.gradient_groups, b.groups_from_iteration);
@@ -95,7 +98,7 @@ void AutotuneSession::FollowGroups() {
   }
 }
 
-void AutotuneSession::WriteRow(uint64_t generation, uint64_t round, TuningPhase phase,
+void AutotuneSession::WriteRow(uint64_t generation, uint64_t round, int step, TuningPhase phase,
                                const TunedParameters& parameters, const TrialResult* result) {
   if (!log_) return;
   std::string median;
@@ -109,9 +112,9 @@ void AutotuneSession::WriteRow(uint64_t generation, uint64_t round, TuningPhase 
   const std::string groups = parameters.gradient_groups == kTracedGroups
                                  ? std::string("default")
                                  : std::to_string(parameters.gradient_groups);
-  std::fprintf(log_.get(), "%llu,%llu,%s,%llu,%.4f,%s,%s,%s,%d\n",
+  std::fprintf(log_.get(), "%llu,%llu,%d,%s,%llu,%.4f,%s,%s,%s,%d\n",
                static_cast<unsigned long long>(generation),
-               static_cast<unsigned long long>(round), TuningPhaseName(phase),
+               static_cast<unsigned long long>(round), step, TuningPhaseName(phase),
                static_cast<unsigned long long>(parameters.fusion_threshold_bytes),
                parameters.cycle_time_ms, parameters.overrides.Describe().c_str(),
                groups.c_str(), median.c_str(), steps);

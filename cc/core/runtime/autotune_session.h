@@ -14,10 +14,11 @@
 // The log has one row per finished trial, written by every rank in the
 // round the next proposal took effect, and a last row "final" with what
 // stays; the rows are identical on every rank (the tests compare them):
-//   generation,round,phase,fusion_threshold_bytes,cycle_time_ms,
+//   generation,round,step,phase,fusion_threshold_bytes,cycle_time_ms,
 //   algorithm_overrides,gradient_groups,median_step_ms,steps
-// `round` is the negotiation round after which the row's successor ran;
-// gradient_groups is "default" where the step's own grouping ran.
+// `round` is the negotiation round after which the row's successor ran,
+// `step` the training steps rank 0's tuner had seen when it proposed that
+// successor; gradient_groups is "default" where the step's own grouping ran.
 #ifndef TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
 #define TFDIST_CORE_RUNTIME_AUTOTUNE_SESSION_H_
 
@@ -58,7 +59,7 @@ class AutotuneSession {
   uint64_t generation() const { return generation_; }
 
  private:
-  void WriteRow(uint64_t generation, uint64_t round, TuningPhase phase,
+  void WriteRow(uint64_t generation, uint64_t round, int step, TuningPhase phase,
                 const TunedParameters& parameters, const TrialResult* result);
   // Rank 0, at each round: hands the tuner the step's candidates once they
   // are known, and tells it when a change of grouping has taken effect. A

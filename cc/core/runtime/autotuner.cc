@@ -96,9 +96,11 @@ void Autotuner::OnAllreduce(const std::string& name, size_t bytes, double now) {
   } else {
     // Another name came back before the marker did: the marker was a
     // one-off (a broadcast of the initial weights, an unnamed op). The
-    // name that recurred is the better marker.
+    // name that recurred is the better marker, and its return closed a
+    // step: not timed, but counted, since the budget counts the job's steps.
     marker_ = id;
     last_step_bytes_ = 0;
+    ++steps_seen_;
   }
   marker_at_ = now;
   step_bytes_ = 0;
@@ -147,6 +149,9 @@ bool Autotuner::Better(const std::vector<double>& candidate,
 }
 
 void Autotuner::FinishTrial() {
+  if (phase_ != TuningPhase::kBaseline) {
+    longest_trial_steps_ = std::max(longest_trial_steps_, steps_seen_ - trial_started_at_);
+  }
   TrialResult result{phase_, proposal_, Median(samples_), static_cast<int>(samples_.size())};
   history_.push_back(result);
   last_result_ = result;
@@ -202,47 +207,20 @@ void Autotuner::FinishTrial() {
   Next();
 }
 
+bool Autotuner::BudgetHoldsATrial() const {
+  if (options_.max_steps <= 0) return true;
+  // Until a trial has run, its counted steps, the step that spans the
+  // switch and the one the proposal waits for a round to be broadcast in.
+  const int trial = longest_trial_steps_ > 0 ? longest_trial_steps_
+                                             : options_.samples_per_trial + 2;
+  // The trial, then the defaults and the best again should it win, then the
+  // steps before the final setting runs (a trial's, less its counted ones).
+  const int switch_steps = trial - options_.samples_per_trial;
+  return steps_seen_ + 3 * trial + switch_steps <= options_.max_steps;
+}
+
 void Autotuner::Next() {
-  if (phase_ <= TuningPhase::kGroups && !groups_queue_.empty()) {
-    TunedParameters p = best_;
-    p.gradient_groups = groups_queue_.front();
-    groups_queue_.erase(groups_queue_.begin());
-    Propose(p, TuningPhase::kGroups);
-    return;
-  }
-  if (phase_ <= TuningPhase::kFusion && !fusion_queue_.empty()) {
-    TunedParameters p = best_;
-    p.fusion_threshold_bytes = fusion_queue_.front();
-    fusion_queue_.erase(fusion_queue_.begin());
-    Propose(p, TuningPhase::kFusion);
-    return;
-  }
-  if (phase_ < TuningPhase::kCycle) {
-    cycle_direction_ = -1;
-    cycle_improved_ = false;
-    cycle_trials_ = 0;
-  }
-  if (phase_ <= TuningPhase::kCycle) {
-    while (cycle_direction_ != 0 && cycle_trials_ < 3) {
-      const double next = cycle_direction_ < 0 ? best_.cycle_time_ms / 2 : best_.cycle_time_ms * 2;
-      if (next < options_.min_cycle_time_ms || next > options_.max_cycle_time_ms) {
-        cycle_direction_ = cycle_direction_ < 0 && !cycle_improved_ ? +1 : 0;
-        continue;
-      }
-      ++cycle_trials_;
-      TunedParameters p = best_;
-      p.cycle_time_ms = next;
-      Propose(p, TuningPhase::kCycle);
-      return;
-    }
-  }
-  if (phase_ < TuningPhase::kAlgorithm) PlanAlgorithmCandidates();
-  if (phase_ <= TuningPhase::kAlgorithm && !algorithm_queue_.empty()) {
-    const auto [size_class, algorithm] = algorithm_queue_.front();
-    algorithm_queue_.erase(algorithm_queue_.begin());
-    TunedParameters p = best_;
-    p.overrides.Set(size_class, algorithm);
-    Propose(p, TuningPhase::kAlgorithm);
+  if (phase_ < TuningPhase::kConfirmDefaults && BudgetHoldsATrial() && ProposeExploration()) {
     return;
   }
   if (phase_ < TuningPhase::kConfirmDefaults && best_ != defaults_) {
@@ -267,11 +245,58 @@ void Autotuner::Next() {
   Propose(keep ? best_ : defaults_, TuningPhase::kFinal);
 }
 
+bool Autotuner::ProposeExploration() {
+  if (phase_ <= TuningPhase::kGroups && !groups_queue_.empty()) {
+    TunedParameters p = best_;
+    p.gradient_groups = groups_queue_.front();
+    groups_queue_.erase(groups_queue_.begin());
+    Propose(p, TuningPhase::kGroups);
+    return true;
+  }
+  if (phase_ <= TuningPhase::kFusion && !fusion_queue_.empty()) {
+    TunedParameters p = best_;
+    p.fusion_threshold_bytes = fusion_queue_.front();
+    fusion_queue_.erase(fusion_queue_.begin());
+    Propose(p, TuningPhase::kFusion);
+    return true;
+  }
+  if (phase_ < TuningPhase::kCycle) {
+    cycle_direction_ = -1;
+    cycle_improved_ = false;
+    cycle_trials_ = 0;
+  }
+  if (phase_ <= TuningPhase::kCycle) {
+    while (cycle_direction_ != 0 && cycle_trials_ < 3) {
+      const double next = cycle_direction_ < 0 ? best_.cycle_time_ms / 2 : best_.cycle_time_ms * 2;
+      if (next < options_.min_cycle_time_ms || next > options_.max_cycle_time_ms) {
+        cycle_direction_ = cycle_direction_ < 0 && !cycle_improved_ ? +1 : 0;
+        continue;
+      }
+      ++cycle_trials_;
+      TunedParameters p = best_;
+      p.cycle_time_ms = next;
+      Propose(p, TuningPhase::kCycle);
+      return true;
+    }
+  }
+  if (phase_ < TuningPhase::kAlgorithm) PlanAlgorithmCandidates();
+  if (phase_ <= TuningPhase::kAlgorithm && !algorithm_queue_.empty()) {
+    const auto [size_class, algorithm] = algorithm_queue_.front();
+    algorithm_queue_.erase(algorithm_queue_.begin());
+    TunedParameters p = best_;
+    p.overrides.Set(size_class, algorithm);
+    Propose(p, TuningPhase::kAlgorithm);
+    return true;
+  }
+  return false;
+}
+
 void Autotuner::Propose(const TunedParameters& parameters, TuningPhase phase) {
   proposal_ = parameters;
   phase_ = phase;
   ++generation_;
   applied_ = false;
+  trial_started_at_ = steps_seen_;
 }
 
 std::vector<size_t> Autotuner::GroupSizes(uint64_t threshold) const {
@@ -360,7 +385,8 @@ std::vector<uint64_t> EncodeTuning(const TuningBroadcast& b) {
              (static_cast<uint64_t>(b.previous.phase) << 16) |
              (static_cast<uint64_t>(b.phase) << 24) |
              (static_cast<uint64_t>(static_cast<uint16_t>(b.parameters.gradient_groups + 1))
-              << 32);
+              << 32) |
+             (static_cast<uint64_t>(std::clamp(b.step, 0, 0xFFFF)) << 48);
   words[6] = static_cast<uint64_t>(b.groups_from_iteration);
   return words;
 }
@@ -384,6 +410,7 @@ bool DecodeTuning(const std::vector<uint64_t>& words, TuningBroadcast* out) {
   out->previous.median_seconds = BitsDouble(words[4]);
   out->previous.samples = static_cast<int>(words[5] & 0xFFFF);
   out->previous.phase = static_cast<TuningPhase>(previous_phase);
+  out->step = static_cast<int>(words[5] >> 48);
   return true;
 }
 
