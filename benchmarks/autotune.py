@@ -123,7 +123,10 @@ def _final_choice(log: str) -> Dict[str, str]:
             "cycle_time_ms": final["cycle_time_ms"],
             "algorithm_overrides": final["algorithm_overrides"],
             "gradient_groups": final.get("gradient_groups", "default"),
-            "trials": str(len(rows) - 1), "generation": final["generation"]}
+            "trials": str(len(rows) - 1), "generation": final["generation"],
+            # The training step by which the search ended (logs from before
+            # the column existed lack it).
+            "final_step": final.get("step", "")}
 
 
 def run(models: List[str], batch: int, steps: Dict[str, int], rounds: int, tune_steps: int,
@@ -236,6 +239,14 @@ def _choices_text(choices: List[Dict[str, str]]) -> str:
                      sorted(counts.items(), key=lambda item: -item[1])) or "?"
 
 
+def _final_steps_text(choices: List[Dict[str, str]]) -> str:
+    """The step the search ended by: median and range over the runs that logged it."""
+    steps = [int(choice["final_step"]) for choice in choices if choice.get("final_step")]
+    if not steps:
+        return "-"
+    return f"{statistics.median(steps):g} ({min(steps)}-{max(steps)})"
+
+
 def _ratio_text(spread: Tuple[float, float, float]) -> str:
     return f"{spread[0]:.3f} [{spread[1]:.3f}-{spread[2]:.3f}]"
 
@@ -252,11 +263,12 @@ def summary(document: Dict[str, Any]) -> str:
              f"over their first (in runs that had one): what noise alone does to two "
              f"identical settings. Tunable step: the defaults on the step autotuning "
              f"runs (built with several gradient groupings), autotuning off (in runs that "
-             f"had it).", "",
+             f"had it). Final at step: the training step by which autotuning's search "
+             f"had ended, median (range) over its runs.", "",
              "| model | gradients | defaults | autotune | grid best | autotune / defaults "
              "| autotune / grid best, same rounds | autotune / grid best, held out "
-             "| A/A | tunable step / defaults | autotune chose |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| A/A | tunable step / defaults | autotune chose | final at step |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, entry in document["models"].items():
         configs = entry["configurations"]
         best = entry.get("grid_best")
@@ -274,7 +286,8 @@ def summary(document: Dict[str, Any]) -> str:
                      f"| {_ratio_text(_ratio(entry, 'autotune', 'defaults'))} "
                      f"| {_ratio_text(_ratio(entry, 'autotune', best)) if best else '-'} "
                      f"| {held_out_text} | {aa_text} | {tunable_text} "
-                     f"| {_choices_text(entry.get('autotune_choices', []))} |")
+                     f"| {_choices_text(entry.get('autotune_choices', []))} "
+                     f"| {_final_steps_text(entry.get('autotune_choices', []))} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -353,8 +353,10 @@ def test_autotune_summary_reports_the_aa_control_and_every_choice():
     rounds = {"defaults": [100.0, 90.0, 110.0], autotune.AGAIN: [105.0, 90.0, 99.0],
               "autotune": [100.0, 100.0, 100.0], "grid[fusion=0,cycle=1]": [50.0, 200.0, 50.0]}
     kept = {"fusion_threshold_bytes": "67108864", "cycle_time_ms": "1.0000",
-            "algorithm_overrides": "none", "trials": "5", "generation": "5"}
-    changed = dict(kept, fusion_threshold_bytes="0", trials="7", generation="7")
+            "algorithm_overrides": "none", "trials": "5", "generation": "5",
+            "final_step": "30"}
+    changed = dict(kept, fusion_threshold_bytes="0", trials="7", generation="7",
+                   final_step="48")
     document = {"ranks": 2, "batch_per_rank": 64, "tune_steps": 50, "settings": {},
                 "models": {"mlp": {
                     "gradients": 6, "grid_best": "grid[fusion=0,cycle=1]",
@@ -371,7 +373,10 @@ def test_autotune_summary_reports_the_aa_control_and_every_choice():
     assert "2.000 [0.500-2.000] (picked: fusion=0,cycle=1, fusion=0,cycle=1)" in row
     assert ("fusion_threshold_bytes=67108864, cycle_time_ms=1.0000, algorithm_overrides=none"
             " (2 of 3); fusion_threshold_bytes=0") in row
+    assert row.endswith("| 30 (30-48) |"), row  # the step each search ended by
     del document["models"]["mlp"]["configurations"][autotune.AGAIN]  # an older run
+    for choice in document["models"]["mlp"]["autotune_choices"]:
+        choice.pop("final_step", None)  # logs from before the column
     row = [line for line in autotune.summary(document).splitlines()
            if line.startswith("| mlp")][0]
     assert "| - |" in row
