@@ -319,8 +319,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline-filename", help="TFDIST_TIMELINE")
     parser.add_argument("--autotune", action="store_true",
                         help="TFDIST_AUTOTUNE=1: tune the gradient grouping, fusion, cycle "
-                             "time and per-size algorithms while training runs "
-                             "(docs/runtime.md)")
+                             "time and per-size algorithms over the first 50 training "
+                             "steps (docs/runtime.md)")
     parser.add_argument("--autotune-log", "--autotune-log-file", dest="autotune_log",
                         help="TFDIST_AUTOTUNE_LOG: CSV of the trials, one per rank "
                              "(.<rank> appended)")

@@ -153,8 +153,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("autotune", "bool", False,
             "Tune DistributedOptimizer's gradient grouping (when num_groups is not given), "
             "the fusion threshold, the cycle time and per-size allreduce algorithms "
-            "while training runs, every rank switching at the same step; keeps the "
-            "defaults unless a candidate is measurably faster (docs/runtime.md, "
+            "over the first 50 training steps, every rank switching at the same step; "
+            "keeps the defaults unless a candidate is measurably faster (docs/runtime.md, "
             "Autotuning). Must be the same on every rank.",
             cpp_key="autotune", cpp_member="autotune"),
     Setting("autotune_log", "str", "",
