@@ -6,11 +6,13 @@ the result as one string (see ``RuntimeSettings.to_runtime_string``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 from tfdist import _library
 from tfdist.settings_table import BY_NAME as _TABLE
+from tfdist.settings_table import SETTINGS as _SETTINGS
 from tfdist.settings_table import settings as _settings_of
 
 
@@ -248,3 +250,38 @@ def ulfm_enabled(environ: Optional[Mapping[str, str]] = None) -> bool:
     """Whether MPI runs with its fault tolerance on (``mpirun --with-ft ulfm``)."""
     environ = os.environ if environ is None else environ
     return environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true", "yes")
+
+
+_REFERENCE = "docs/reference/settings.md"
+
+
+def environment_warnings(environ: Optional[Mapping[str, str]] = None) -> List[str]:
+    """What init() warns about in the environment: settings that are set but not read.
+
+    A ``TFDIST_*`` variable that is no setting (a misspelt name would otherwise
+    change nothing, silently), and a ``HOROVOD_*`` variable that set one of
+    tfdist's settings in Horovod (a launch script brought over from Horovod),
+    each with the variable to set instead. Empty variables count as unset.
+    """
+    environ = os.environ if environ is None else environ
+    known = {s.variable: s for s in _SETTINGS}
+    from_horovod = {s.horovod: s for s in _SETTINGS if s.horovod}
+    messages = []
+    for key in sorted(environ):
+        value = environ[key]
+        if value == "":
+            continue
+        if key.startswith("TFDIST_") and key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            messages.append(f"{key} is not a tfdist setting and changes nothing{hint} "
+                            f"(every setting: {_REFERENCE})")
+        elif key in from_horovod:
+            setting = from_horovod[key]
+            applies = environ.get(setting.variable, "")
+            now = (f"{setting.variable}={applies} applies" if applies
+                   else f"set {setting.variable} instead")
+            messages.append(f"{key}={value} is Horovod's variable, which tfdist does not "
+                            f"read: {now} ({_REFERENCE})")
+    return messages
+

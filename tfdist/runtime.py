@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import ctypes
+import os
 import sys
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
@@ -11,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from tfdist import _arguments, _communicator, _library
-from tfdist.config import LaunchInfo, RuntimeSettings
+from tfdist.config import LaunchInfo, RuntimeSettings, environment_warnings
 
 
 class NotInitializedError(RuntimeError):
@@ -42,9 +43,12 @@ def init(comm: Any = None, **settings: Any) -> None:
     from mpi4py import MPI  # initializes MPI (THREAD_MULTIPLE) if nobody has
 
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-        warnings.warn("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
-                      "thread and your own MPI calls must then never overlap.", stacklevel=2)
+        _warn_at_caller("MPI was initialized without MPI_THREAD_MULTIPLE; tfdist's background "
+                        "thread and your own MPI calls must then never overlap.")
     comm = _communicator.for_init(comm)
+    if comm.Get_rank() == 0:  # once a job, not once a rank
+        for message in environment_warnings():
+            _warn_at_caller(message)
     error = ctypes.create_string_buffer(4096)
     code = _library.control().tfdist_init(MPI._handleof(comm),
                                           config.to_runtime_string().encode(), error,
@@ -53,6 +57,18 @@ def init(comm: Any = None, **settings: Any) -> None:
         raise InitError(f"tfdist.init() failed: {error.value.decode(errors='replace')}")
     _communicator.remember(comm)
     _register_exit_handler()
+
+
+def _warn_at_caller(message: str) -> None:
+    """warnings.warn, attributed to the first frame outside tfdist: the user's init() line
+    (tfdist.init and hvd.init reach this module through others of the package)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, stacklevel=level)
 
 
 def _register_exit_handler() -> None:

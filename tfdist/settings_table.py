@@ -42,6 +42,10 @@ class Setting:
     cpp_member: str = ""
     cpp_default: Any = "same"
     cpp_note: str = ""
+    # The HOROVOD_* variable that set this in Horovod, where one did: a launch
+    # script brought over from Horovod may still set it, and init() says
+    # which TFDIST_* variable to set instead (tfdist/config.py).
+    horovod: str = ""
 
     @property
     def variable(self) -> str:
@@ -73,24 +77,29 @@ SETTINGS: Tuple[Setting, ...] = (
             cpp_key="auto_trials", cpp_member="auto_trials"),
     Setting("fusion_threshold", "int", 64 * 1024 * 1024,
             "Bytes of small tensors packed into one fused allreduce; 0 disables fusion.",
-            cpp_key="fusion_threshold", cpp_member="fusion_threshold_bytes"),
+            cpp_key="fusion_threshold", cpp_member="fusion_threshold_bytes",
+            horovod="HOROVOD_FUSION_THRESHOLD"),
     Setting("cycle_time", "float", 1.0,
             "Longest pause, in milliseconds, between negotiation rounds while "
             "collectives wait.",
-            cpp_key="cycle_time_ms", cpp_member="cycle_time_ms"),
+            cpp_key="cycle_time_ms", cpp_member="cycle_time_ms",
+            horovod="HOROVOD_CYCLE_TIME"),
     Setting("cache_capacity", "int", 1024,
             "Tensors the response cache remembers; 0 disables it.",
-            cpp_key="cache_capacity", cpp_member="cache_capacity"),
+            cpp_key="cache_capacity", cpp_member="cache_capacity",
+            horovod="HOROVOD_CACHE_CAPACITY"),
     Setting("stall_check_time", "float", 60.0,
             "Seconds a collective may wait for other ranks before a stall is reported "
             "(then again at doubling intervals).",
-            cpp_key="stall_check_seconds", cpp_member="stall_check_seconds"),
+            cpp_key="stall_check_seconds", cpp_member="stall_check_seconds",
+            horovod="HOROVOD_STALL_CHECK_TIME_SECONDS"),
     Setting("stall_shutdown_time", "float", 600.0,
             "Seconds after which a stalled job aborts on every rank; 0 waits forever. "
             "Longer than any legitimate wait of one rank for another (a rank-0 "
             "evaluation, a checkpoint), short enough that a job that can never finish "
             "ends with a message instead of hanging.",
-            cpp_key="stall_shutdown_seconds", cpp_member="stall_shutdown_seconds"),
+            cpp_key="stall_shutdown_seconds", cpp_member="stall_shutdown_seconds",
+            horovod="HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"),
     Setting("stall_eviction", "bool", None,
             "Past `stall_shutdown_time`, the ranks that keep a collective waiting are "
             "evicted (they exit) and elastic training carries on without them, instead "
@@ -146,7 +155,8 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("timeline", "str", "",
             "Write a Chrome trace (open it in Perfetto) to this path; `.<rank>` is "
             "appended when there is more than one rank.",
-            cpp_key="timeline", cpp_member="timeline_path"),
+            cpp_key="timeline", cpp_member="timeline_path",
+            horovod="HOROVOD_TIMELINE"),
     Setting("debug", "bool", False,
             "One stderr line per collective (name, size, algorithm).",
             cpp_key="debug_log", cpp_member="debug_log"),
@@ -156,11 +166,13 @@ SETTINGS: Tuple[Setting, ...] = (
             "over the first 50 training steps, every rank switching at the same step; "
             "keeps the defaults unless a candidate is measurably faster (docs/runtime.md, "
             "Autotuning). Must be the same on every rank.",
-            cpp_key="autotune", cpp_member="autotune"),
+            cpp_key="autotune", cpp_member="autotune",
+            horovod="HOROVOD_AUTOTUNE"),
     Setting("autotune_log", "str", "",
             "With `autotune`: write a CSV of the settings tried and their median step "
             "time to this path (`.<rank>` appended when there is more than one rank).",
-            cpp_key="autotune_log", cpp_member="autotune_log_path"),
+            cpp_key="autotune_log", cpp_member="autotune_log_path",
+            horovod="HOROVOD_AUTOTUNE_LOG"),
     Setting("restart", "int", 0,
             "Set by tfdistrun --restarts: 0 on the job's first run, n on its n-th "
             "restart.", scope="launch"),
@@ -194,6 +206,13 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("venv", "str", ".venv",
             "The virtualenv scripts/env.sh and scripts/setup.sh use, absolute or "
             "relative to the repository.", scope="tools"),
+    Setting("build_jobs", "int", None,
+            "Parallel compiler jobs of `pip install .` (build_support/native.py); unset: "
+            "one per core.", scope="tools"),
+    Setting("test_seed", "int", None,
+            "The seed of the tests' generated cases (the checkpoint tests print the seed "
+            "they drew, so a failure can be rerun with it); unset: a new one each run.",
+            scope="tools"),
     Setting("source", "str", "",
             "tfdist's repository root for `tfdist-bench` (the folder that holds "
             "benchmarks/); empty: the installed tree, then the current directory and "
@@ -229,12 +248,16 @@ _HEADINGS = {
                 "which collectives run, so every rank must use the same values: `init()` "
                 "compares them and, if they differ, raises `InitError` on every rank "
                 "naming the setting, the rank and both values. Booleans accept "
-                "1/true/yes/on and 0/false/no/off."),
+                "1/true/yes/on and 0/false/no/off. `init()` warns (on rank 0) about a "
+                "`TFDIST_*` variable that is no setting, suggesting the closest name, and "
+                "about a Horovod variable from the last column, naming the variable to "
+                "set instead: tfdist reads no `HOROVOD_*` variable."),
     "launch": ("Set by the launcher",
                "`tfdistrun` sets these for every rank; read them with "
                "`tfdist.config.LaunchInfo.from_environment()`."),
-    "tools": ("Read by the scripts and tfdist-bench",
-              "Only scripts/*.sh and `tfdist-bench` read these; the library does not."),
+    "tools": ("Read by the scripts, the build, the tests and tfdist-bench",
+              "Only scripts/*.sh, the build, the tests and `tfdist-bench` read these; the "
+              "library does not."),
 }
 
 
@@ -247,12 +270,15 @@ def markdown() -> str:
              "defaults.", ""]
     for scope in SCOPES:
         title, intro = _HEADINGS[scope]
+        horovod = any(s.horovod for s in settings(scope))
         lines += [f"## {title}", "", intro, "",
-                  "| variable | name | type | default | meaning |",
-                  "|---|---|---|---|---|"]
+                  "| variable | name | type | default | meaning |"
+                  + (" in Horovod |" if horovod else ""),
+                  "|---|---|---|---|---|" + ("---|" if horovod else "")]
         for s in settings(scope):
             lines.append(f"| `{s.variable}` | `{s.name}` | {s.type} | {_cell(s.default)} "
-                         f"| {s.meaning} |")
+                         f"| {s.meaning} |"
+                         + ((f" `{s.horovod}` |" if s.horovod else " |") if horovod else ""))
         lines.append("")
     return "\n".join(lines)
 

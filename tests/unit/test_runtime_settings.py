@@ -35,3 +35,53 @@ def test_a_stalled_job_aborts_by_default_and_0_waits_forever():
     assert RuntimeSettings.from_environment({}).stall_shutdown_time == 600
     assert RuntimeSettings.from_environment(
         {"TFDIST_STALL_SHUTDOWN_TIME": "0"}).stall_shutdown_time == 0
+
+
+def _misspellings(name):
+    """Every deletion and every swap of two neighbours after the prefix."""
+    body = name[len("TFDIST_"):]
+    for i in range(len(body)):
+        yield "TFDIST_" + body[:i] + body[i + 1:]
+    for i in range(len(body) - 1):
+        if body[i] != body[i + 1]:
+            yield "TFDIST_" + body[:i] + body[i + 1] + body[i] + body[i + 2:]
+
+
+def test_every_setting_is_read_without_a_warning():
+    from tfdist.config import environment_warnings
+    from tfdist.settings_table import SETTINGS
+    assert environment_warnings({s.variable: "1" for s in SETTINGS}) == []
+    assert environment_warnings({}) == []
+
+
+def test_a_misspelt_setting_is_named_with_the_setting_it_came_from():
+    """Every deletion and neighbour swap of every setting's name (819 today): each is
+    reported, with the setting it came from as the suggestion."""
+    from tfdist.config import environment_warnings
+    from tfdist.settings_table import SETTINGS
+    known = {s.variable for s in SETTINGS}
+    for setting in SETTINGS:
+        for typo in set(_misspellings(setting.variable)) - known:
+            assert environment_warnings({typo: "1"}) == [
+                f"{typo} is not a tfdist setting and changes nothing; did you mean "
+                f"{setting.variable}? (every setting: docs/reference/settings.md)"], typo
+
+
+def test_an_unrelated_tfdist_variable_gets_no_suggestion():
+    from tfdist.config import environment_warnings
+    (message,) = environment_warnings({"TFDIST_QUANTUM_MODE": "on"})
+    assert "did you mean" not in message and "TFDIST_QUANTUM_MODE" in message
+
+
+def test_horovods_variables_name_tfdists():
+    from tfdist.config import environment_warnings
+    from tfdist.settings_table import SETTINGS
+    for setting in (s for s in SETTINGS if s.horovod):
+        (message,) = environment_warnings({setting.horovod: "7"})
+        assert message.startswith(f"{setting.horovod}=7 is Horovod's variable"), message
+        assert f"set {setting.variable} instead" in message, message
+        (message,) = environment_warnings({setting.horovod: "7", setting.variable: "9"})
+        assert f"{setting.variable}=9 applies" in message, message
+    # Empty counts as unset; Horovod variables with no tfdist setting say nothing.
+    assert environment_warnings({"HOROVOD_FUSION_THRESHOLD": "", "TFDIST_TYPO": "",
+                                 "HOROVOD_GPU_OPERATIONS": "NCCL"}) == []

@@ -134,7 +134,8 @@ def test_every_variable_the_code_reads_is_in_the_table():
     """A new TFDIST_* variable in the library, launcher or scripts needs a table row."""
     known = {s.variable for s in SETTINGS}
     sources = [ROOT / "tfdistrun.py", ROOT / "tfdist_bench.py",
-               *(ROOT / "tfdist").rglob("*.py"), *(ROOT / "scripts").glob("*.sh")]
+               *(ROOT / "tfdist").rglob("*.py"), *(ROOT / "scripts").glob("*.sh"),
+               *(ROOT / "build_support").glob("*.py")]
     found = set()
     for path in sources:
         found |= set(re.findall(r"\bTFDIST_[A-Z][A-Z_]*[A-Z]\b", path.read_text()))
