@@ -18,12 +18,13 @@ tfdist.shutdown()
 """
 
 
-def test_rank_0_warns_once_about_each_variable_it_does_not_read():
+def test_rank_0_warns_once_about_each_variable_it_does_not_read(tmp_path):
     env = {"TFDIST_FUSION_TRESHOLD": "0", "HOROVOD_CYCLE_TIME": "5",
            "HOROVOD_FUSION_THRESHOLD": "1024", "TFDIST_FUSION_THRESHOLD": "2048",
            "HOROVOD_GPU_OPERATIONS": "NCCL"}  # no tfdist setting: nothing to say
     result = run_command([find_mpirun(), "-np", "2", "--oversubscribe", "--bind-to", "none",
-                          sys.executable, "-c", SCRIPT], env, timeout=180)
+                          sys.executable, "-c", SCRIPT], env, timeout=180,
+                         cwd=tmp_path)  # not the tree: `-c` imports from the current directory
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
     assert "rank 0" in result.stdout and "rank 1" in result.stdout, output[-6000:]
