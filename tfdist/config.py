@@ -284,4 +284,3 @@ def environment_warnings(environ: Optional[Mapping[str, str]] = None) -> List[st
             messages.append(f"{key}={value} is Horovod's variable, which tfdist does not "
                             f"read: {now} ({_REFERENCE})")
     return messages
-
