@@ -1,14 +1,6 @@
-// Waiting for MPI requests without stealing the CPU from TensorFlow.
-//
-// MPI_Wait busy-polls: where a rank's TensorFlow threads have few cores, the
-// spinning rank takes a large share of their throughput. We poll with MPI_Test for a
-// budget learned from recent waits of the same kind (polling_budget.h):
-// spinning first, then yielding the core between tests; then we sleep with
-// a growing interval (20 µs doubling to 250 µs, 1 ms once the wait is older
-// than 10 ms). Yielding keeps MPI's progress engine turning while a large
-// message streams through shared memory (both sides must keep testing for
-// its fragments to move), yet gives the core to any TensorFlow thread that
-// wants it; sleeping starts once the peer is evidently busy elsewhere.
+// Waiting for MPI requests without stealing the CPU from TensorFlow:
+// MPI_Wait busy-polls, so we poll with MPI_Testall under the politeness of
+// polite_wait.h (spin, then yield, then sleep, by a learned budget).
 #ifndef TFDIST_MPI_MPI_WAIT_H_
 #define TFDIST_MPI_MPI_WAIT_H_
 
