@@ -149,13 +149,17 @@ FORCED_MPI = "forced_mpi"
 
 
 def _forced_algorithms(comm) -> List[str]:
-    """The algorithms a user can force on this job: hierarchical only across hosts;
-    "mpi" (as FORCED_MPI) except over emulated links, which it would bypass."""
+    """The algorithms a user can force on this job: hierarchical only across hosts,
+    "shm" only within one (where TFDIST_SHARED_MEMORY leaves it on); "mpi" (as
+    FORCED_MPI) except over emulated links, which it would bypass."""
     import tfdist
     forced = list(FORCED_ALGORITHMS)
+    settings = tfdist.RuntimeSettings.from_environment()
     if comm.bcast(_host_count() if comm.rank == 0 else None) > 1:
         forced.append("hierarchical")
-    if not tfdist.RuntimeSettings.from_environment().emulated_bandwidth:
+    elif settings.shared_memory:
+        forced.append("shm")
+    if not settings.emulated_bandwidth:
         forced.append(FORCED_MPI)
     return forced
 

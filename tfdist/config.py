@@ -62,6 +62,7 @@ class RuntimeSettings:
     calibration_cache_dir: str = _default("calibration_cache_dir")
     timeline: str = _default("timeline")
     debug: bool = _default("debug")
+    shared_memory: bool = _default("shared_memory")
     autotune: bool = _default("autotune")
     autotune_log: str = _default("autotune_log")
 
@@ -82,6 +83,10 @@ class RuntimeSettings:
                               f"{', '.join(f.name for f in dataclasses.fields(cls))}")
         values.update({k: _checked_override(k, v, _TABLE[k].type)
                        for k, v in overrides.items() if v is not None})
+        # A rank waiting on shared memory would not see a dead peer as MPI's error,
+        # which elastic recovery starts from.
+        if ulfm_enabled(environ):
+            values["shared_memory"] = False
         settings = cls(**values)
         settings.validate()
         return settings

@@ -62,12 +62,14 @@ _OFF_IN_CPP = "0 in C++ means off; Python passes the key only when the setting i
 SETTINGS: Tuple[Setting, ...] = (
     Setting("allreduce_algorithm", "str", "auto",
             "Allreduce algorithm when a call names none: `auto` (the cost model chooses "
-            "per call) or one of tree, butterfly, ring, rabenseifner, hierarchical, mpi.",
+            "per call) or one of tree, butterfly, ring, rabenseifner, hierarchical, shm, "
+            "mpi.",
             cpp_key="algorithm", cpp_member="default_algorithm"),
     Setting("auto_trials", "int", 5,
             "Timed calls of each of its candidates (the algorithms the cost model "
             "predicts within 3x of its pick, then `mpi`, MPI_Allreduce, except over "
-            "emulated links) that `auto` makes per size class (bytes "
+            "emulated links, then `shm` where the ranks share memory) that `auto` "
+            "makes per size class (bytes "
             "rounded down to a power of two) before it keeps the fastest for the job "
             "(by each one's call a fifth of the way up from its fastest; at two ranks "
             "never the tree). Each timed call follows an untimed one of the same "
@@ -160,6 +162,12 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("debug", "bool", False,
             "One stderr line per collective (name, size, algorithm).",
             cpp_key="debug_log", cpp_member="debug_log"),
+    Setting("shared_memory", "bool", True,
+            "Let ranks that share one host reduce through a shared-memory segment (the "
+            "`shm` allreduce algorithm, which `auto` tries beside the others): 4 MiB x 2 "
+            "per rank in /dev/shm. 0 turns it off; it is off under MPI fault tolerance "
+            "(ULFM), where a failed peer must surface as MPI's error.",
+            cpp_key="shared_memory", cpp_member="shared_memory"),
     Setting("autotune", "bool", False,
             "Tune DistributedOptimizer's gradient grouping (when num_groups is not given), "
             "the fusion threshold, the cycle time and per-size allreduce algorithms "

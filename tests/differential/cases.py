@@ -22,7 +22,8 @@ DTYPES = INTEGER_DTYPES + FLOAT_DTYPES
 REDUCE_OPS = ("Sum", "Average", "Min", "Max", "Product")
 # None is the default (TFDIST_ALLREDUCE_ALGORITHM, else auto); the worker
 # checks that this list is everything tfdist accepts.
-ALGORITHMS = (None, "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical")
+ALGORITHMS = (None, "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
+              "shm")
 
 Case = Dict[str, Any]
 

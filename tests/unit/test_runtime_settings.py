@@ -30,6 +30,18 @@ def test_host_settings_reach_the_runtime_string():
     assert "virtual_hosts" not in RuntimeSettings.from_environment({}).to_runtime_string()
 
 
+@pytest.mark.parametrize("env, passed", [
+    ({}, "shared_memory=1"),
+    ({"TFDIST_SHARED_MEMORY": "0"}, "shared_memory=0"),
+    # Under MPI's fault tolerance a dead peer must surface as MPI's error.
+    ({"OMPI_MCA_mpi_ft_enable": "1"}, "shared_memory=0"),
+    ({"OMPI_MCA_mpi_ft_enable": "1", "TFDIST_SHARED_MEMORY": "1"}, "shared_memory=0"),
+])
+def test_shared_memory_is_on_by_default_and_off_under_fault_tolerance(env, passed):
+    from tfdist.config import RuntimeSettings
+    assert passed in RuntimeSettings.from_environment(env).to_runtime_string().split(";")
+
+
 def test_a_stalled_job_aborts_by_default_and_0_waits_forever():
     from tfdist.config import RuntimeSettings
     assert RuntimeSettings.from_environment({}).stall_shutdown_time == 600

@@ -13,9 +13,12 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import Checks, worker_main
+from mpi_harness import Checks, shared_memory_expected, worker_main
 
-ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", None]
+# "shm" where the ranks may share memory; elsewhere check_shm_unavailable checks its error.
+SHARED_MEMORY = shared_memory_expected()
+ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
+              *(["shm"] if SHARED_MEMORY else []), None]
 DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
           tf.float64]
 OPS = [tfdist.Sum, tfdist.Average, tfdist.Min, tfdist.Max, tfdist.Product]
@@ -343,10 +346,12 @@ def check_eager_fast_path(rank, size):
             eager._tensor_entry_point = lambda: counting_tensors
 
         # A forced algorithm takes the fast path too, and runs: every algorithm the
-        # library has, at two sizes (a 4-byte tensor and one that the ring and
-        # Rabenseifner cut into pieces that do not divide evenly), each checked.
+        # library has ("shm" where the ranks may share memory), at two sizes (a 4-byte
+        # tensor and one that the ring and Rabenseifner cut into pieces that do not
+        # divide evenly), each checked.
         before = tfdist.stats()["algorithm_calls"]
-        algorithms = [a for a in eager._library.allreduce_algorithms() if a != "auto"]
+        algorithms = [a for a in eager._library.allreduce_algorithms()
+                      if a != "auto" and (a != "shm" or SHARED_MEMORY)]
         for algorithm in algorithms:
             for shape in ((1,), (1031,)):
                 part = tf.constant(contribution(rank, shape, tfdist.Sum), tf.float32)
@@ -606,7 +611,10 @@ def check_auto_trials(rank, size):
     # links, which it would bypass.
     emulated = _over_emulated_links()
     assert ("mpi" in candidates) != emulated, (ran, emulated)
-    assert emulated or candidates[-1] == "mpi", ran
+    # Then the shared-memory algorithm, where the ranks share memory.
+    assert ("shm" in candidates) == SHARED_MEMORY, (ran, SHARED_MEMORY)
+    last = (["mpi"] if not emulated else []) + (["shm"] if SHARED_MEMORY else [])
+    assert candidates[len(candidates) - len(last):] == last, (ran, last)
     trials = 2 * rounds * len(candidates)
     assert ran[:trials] == [c for c in candidates for _ in range(2)] * rounds, ran
     rest = ran[trials:]
@@ -637,7 +645,7 @@ def check_auto_falls_back_where_mpi_cannot_reduce(rank, size):
     n = 2_100_001  # 8.4 MB: a size class (2^23 bytes) no other check reduces with auto
     x = tf.fill([n], float(rank + 1))
     model_pick = tfdist.algorithm_for(n * 4)
-    for _ in range(2 * 5):  # at most five candidates before MPI's visit, two calls each
+    for _ in range(2 * 5):  # at most four candidates before MPI's visit, two calls each
         if tfdist.algorithm_for(n * 4) == "mpi":
             break
         tfdist.allreduce(x, op=tfdist.Sum, name="auto.fallback.float32")
@@ -698,8 +706,25 @@ def check_auto_runs_mpi_below_1kib(rank, size):
 def check_every_algorithm_counted(rank, size):
     """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
-    for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"):
+    for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
+                 *(["shm"] if SHARED_MEMORY else [])):
         assert size == 1 or stats["algorithm_calls"][name] > 0, stats
+
+
+def check_shm_unavailable(rank, size):
+    """Where the ranks may not share memory (virtual hosts), forcing "shm" fails on every
+    rank with an error that says why, and the next call runs."""
+    if SHARED_MEMORY:
+        return
+    try:
+        tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, algorithm="shm", name="shm.refused")
+    except tf.errors.FailedPreconditionError as e:
+        assert "'shm' allreduce algorithm cannot run" in str(e), str(e)
+        assert "TFDIST_VIRTUAL_HOSTS" in str(e), str(e)
+    else:
+        raise AssertionError("algorithm='shm' ran across virtual hosts")
+    y = tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, name="shm.refused.after")
+    np.testing.assert_array_equal(y.numpy(), np.full(5, float(size), np.float32))
 
 
 CHECKS = Checks()
@@ -720,6 +745,7 @@ CHECKS.check("auto_trials")(check_auto_trials)
 CHECKS.check("auto_mpi_fallback")(check_auto_falls_back_where_mpi_cannot_reduce)
 CHECKS.check("auto_mpi_below_1kib")(check_auto_runs_mpi_below_1kib)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)
+CHECKS.check("shm_unavailable")(check_shm_unavailable)
 CHECKS.setup(lambda rank, size: tfdist.shutdown())
 
 

@@ -27,7 +27,7 @@ import tensorflow as tf
 import tfdist
 from mpi_harness import Checks, expect_error, worker_main
 
-ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical"}
+ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", "shm"}
 
 
 def full_rounds():

@@ -16,6 +16,7 @@ constexpr AlgorithmName kAlgorithmNames[] = {
     {AllreduceAlgorithm::kRabenseifner, "rabenseifner"},
     {AllreduceAlgorithm::kMpi, "mpi"},
     {AllreduceAlgorithm::kHierarchical, "hierarchical"},
+    {AllreduceAlgorithm::kSharedMemory, "shm"},
 };
 
 }  // namespace

@@ -15,12 +15,15 @@ enum class AllreduceAlgorithm : int {
   kRabenseifner = 4,  // rabenseifner_allreduce.h
   kMpi = 5,           // MPI_Allreduce itself: the reference, not a Transport algorithm
   kHierarchical = 6,  // hierarchical_allreduce.h: two levels, for ranks on several hosts
+  kSharedMemory = 7,  // shared_memory_allreduce.h: ranks on one host, through shared memory
 };
+
+// How many values AllreduceAlgorithm has (arrays indexed by it).
+constexpr int kAllreduceAlgorithmCount = static_cast<int>(AllreduceAlgorithm::kSharedMemory) + 1;
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
 // Parses "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi",
-// "hierarchical"; false if
-// the name is none of them.
+// "hierarchical", "shm"; false if the name is none of them.
 bool ParseAllreduceAlgorithm(const std::string& name, AllreduceAlgorithm* out);
 
 }  // namespace tfdist

@@ -71,12 +71,13 @@ Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
       return RabenseifnerAllreduce(transport, input, output, count, dtype, op, result_scale);
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kMpi:
+    case AllreduceAlgorithm::kSharedMemory:
       break;
   }
   return Status::InvalidArgument(
       std::string("RunAllreduce runs transport algorithms only, not '") +
       AllreduceAlgorithmName(algorithm) +
-      "': the runtime resolves auto and mpi before calling it");
+      "': the runtime resolves auto, mpi and shm before calling it");
 }
 
 }  // namespace tfdist

@@ -101,6 +101,8 @@ Status RuntimeConfig::Parse(const std::string& text, RuntimeConfig* out) {
       config.timeline_path = value;
     } else if (key == "debug_log") {
       config.debug_log = (value == "1");
+    } else if (key == "shared_memory") {
+      config.shared_memory = (value == "1");
     } else if (key == "autotune") {
       config.autotune = (value == "1");
     } else if (key == "autotune_log") {

@@ -53,6 +53,9 @@ struct RuntimeConfig {
   std::string calibration_cache_dir;  // empty: do not cache the measurement
   std::string timeline_path;          // empty: no timeline
   bool debug_log = false;             // one line per collective on stderr
+  // Whether ranks on one host may reduce through shared memory (the "shm"
+  // algorithm); the Python layer turns it off under MPI fault tolerance.
+  bool shared_memory = true;
   // Online autotuning of fusion threshold, cycle time and per-size
   // algorithm overrides (autotuner.h); must agree across ranks.
   bool autotune = false;

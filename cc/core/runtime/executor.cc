@@ -72,6 +72,18 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_.reduce(input, output, count, dtype, op);
   }
+  if (algorithm == AllreduceAlgorithm::kSharedMemory) {
+    if (shared_memory_.allreduce == nullptr) {
+      return Status::FailedPrecondition(
+          "the 'shm' allreduce algorithm cannot run in this job, because " +
+          shared_memory_.unavailable);
+    }
+    // Nothing goes through the transport: count what this rank copies into
+    // its slot for the others, (P-1)/P of the buffer.
+    const uint64_t p = static_cast<uint64_t>(transport_.size());
+    stats_.bytes_sent += (p - 1) * count * DataTypeSize(dtype) / p;
+    return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
+  }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
 }

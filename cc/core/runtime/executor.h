@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/tuning/algorithm_chooser.h"
 #include "cc/core/tuning/cost_model.h"
 #include "cc/core/runtime/algorithm_overrides.h"
@@ -43,6 +45,14 @@ struct ReferenceAllreduce {
   bool auto_may_pick = false;
 };
 
+// The "shm" algorithm (shared_memory_allreduce.h), where this runtime's
+// ranks can share memory.
+struct SharedMemoryLink {
+  SharedMemoryAllreduce* allreduce = nullptr;  // null: not available, for `unavailable`
+  // Why not, for the error a forced "shm" gets; a phrase after "because".
+  std::string unavailable = "this runtime has no shared memory segment";
+};
+
 class CollectiveExecutor {
  public:
   // Below this many bytes "auto" runs MPI_Allreduce where it may pick it
@@ -65,13 +75,17 @@ class CollectiveExecutor {
   // and the hierarchical allreduce decide by; `auto_trials` how many timed
   // calls of each of its candidates "auto" makes per size class before
   // it keeps one (algorithm_chooser.h; 0: the model's pick, untimed).
+  // `shared_memory`: the "shm" algorithm, which "auto" times beside the
+  // others where it is available.
   CollectiveExecutor(Transport& transport, ControlPlane& control_plane,
                      ReferenceAllreduce reference_allreduce, const HostLayout& hosts,
                      const NetworkCost& network, AllreduceAlgorithm default_algorithm,
-                     int auto_trials, bool debug_log, Stats& stats, Timeline& timeline)
+                     int auto_trials, bool debug_log, Stats& stats, Timeline& timeline,
+                     SharedMemoryLink shared_memory = {})
       : transport_(transport),
         control_plane_(control_plane),
         reference_allreduce_(std::move(reference_allreduce)),
+        shared_memory_(std::move(shared_memory)),
         wire_(transport, stats.bytes_sent),
         hosts_(hosts),
         network_(network),
@@ -88,6 +102,9 @@ class CollectiveExecutor {
                   return AlgorithmChooser::Candidates{AllreduceAlgorithm::kMpi};
                 }
                 candidates.push_back(AllreduceAlgorithm::kMpi);
+              }
+              if (shared_memory_.allreduce != nullptr && !candidates.empty()) {
+                candidates.push_back(AllreduceAlgorithm::kSharedMemory);
               }
               return candidates;
             },
@@ -188,6 +205,7 @@ class CollectiveExecutor {
   Transport& transport_;
   ControlPlane& control_plane_;
   ReferenceAllreduce reference_allreduce_;
+  SharedMemoryLink shared_memory_;
   CountingTransport wire_;  // what the algorithms send through
   HostLayout hosts_;
   NetworkCost network_;

@@ -50,7 +50,7 @@ bool IsSequenceName(const std::string& name) {
 }
 
 Status DescribeAlgorithm(int algorithm_code, TensorDescription* d) {
-  if (algorithm_code < 0 || algorithm_code > static_cast<int>(AllreduceAlgorithm::kHierarchical)) {
+  if (algorithm_code < 0 || algorithm_code >= kAllreduceAlgorithmCount) {
     return Status::InvalidArgument("unknown allreduce algorithm " +
                                    std::to_string(algorithm_code));
   }

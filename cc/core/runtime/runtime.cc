@@ -90,7 +90,7 @@ Runtime::Runtime(const RuntimeConfig& config, RuntimeLinks links, const HostLayo
       negotiator_(control_plane_, config_.cache_capacity, config_.autotune ? kTuningWords : 0),
       executor_(transport_, control_plane_, links_.reference_allreduce, hosts_, network_cost_,
                 config_.default_algorithm, config_.auto_trials, config_.debug_log, stats_,
-                timeline_),
+                timeline_, links_.shared_memory),
       stall_inspector_(config_.stall_check_seconds, config_.stall_shutdown_seconds,
                        transport_.rank(), links_.stall_reports, config_.stall_eviction),
       fusion_threshold_bytes_(config_.fusion_threshold_bytes),

@@ -41,6 +41,7 @@ struct RuntimeLinks {
   Transport* transport = nullptr;         // the collectives' data
   ControlPlane* control_plane = nullptr;  // negotiation, barriers, abort
   ReferenceAllreduce reference_allreduce;  // the "mpi" algorithm (executor.h)
+  SharedMemoryLink shared_memory;          // the "shm" algorithm (executor.h)
   std::FILE* stall_reports = stderr;      // where stall_inspector.h writes
   // What this process does when the other ranks evict it (stall eviction,
   // negotiation.h), given why: the MPI factory ends the process, which the

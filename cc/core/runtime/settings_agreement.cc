@@ -52,6 +52,7 @@ SharedSettings SharedSettingsOf(const RuntimeConfig& config) {
   s.emulated_bandwidth = config.emulated_bandwidth;
   s.emulated_latency = config.emulated_latency;
   s.autotune = config.autotune ? 1 : 0;
+  s.shared_memory = config.shared_memory ? 1 : 0;
   return s;
 }
 
@@ -88,6 +89,9 @@ Status CheckSettingsAgree(const std::vector<SharedSettings>& per_rank) {
                                [](const S& s) { return Text(s.emulated_latency); }));
   TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_AUTOTUNE", [](const S& s) {
     return std::string(s.autotune ? "1" : "0");
+  }));
+  TFDIST_RETURN_IF_ERROR(Agree(per_rank, "TFDIST_SHARED_MEMORY", [](const S& s) {
+    return std::string(s.shared_memory ? "1" : "0");
   }));
   return Status::OK();
 }

@@ -31,6 +31,8 @@ struct SharedSettings {
   double emulated_latency = 0;
   // The negotiation's bit exchange carries the tuner's words only with it.
   int32_t autotune = 0;
+  // Making the shared segment is collective: every rank must mean to.
+  int32_t shared_memory = 0;
 };
 
 SharedSettings SharedSettingsOf(const RuntimeConfig& config);

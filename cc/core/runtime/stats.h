@@ -39,7 +39,7 @@ struct Stats {
   std::atomic<uint64_t> collectives_ns{0};
   std::atomic<uint64_t> completion_ns{0};
   // Allreduce executions per algorithm, indexed by AllreduceAlgorithm.
-  std::atomic<uint64_t> algorithm_calls[7]{};
+  std::atomic<uint64_t> algorithm_calls[kAllreduceAlgorithmCount]{};
 };
 
 }  // namespace tfdist
