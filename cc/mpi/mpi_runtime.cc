@@ -176,8 +176,21 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
       mpi->shared_memory_allreduce = std::make_unique<SharedMemoryAllreduce>(
           mpi->control_plane->rank(), mpi->shared_segment->regions(), kSharedMemorySlotBytes,
           oversubscribed);
-      links.shared_memory.allreduce = mpi->shared_memory_allreduce.get();
-    } else if (config.debug_log) {
+      // Once every rank has written its process id, all must see all.
+      TFDIST_RETURN_IF_ERROR(mpi->control_plane->Barrier(WaitKind::kIdle));
+      uint64_t visible = mpi->shared_memory_allreduce->PeersVisible() ? 1 : 0;
+      TFDIST_RETURN_IF_ERROR(mpi->control_plane->AndAllreduce(&visible, 1, WaitKind::kIdle));
+      if (visible != 0) {
+        links.shared_memory.allreduce = mpi->shared_memory_allreduce.get();
+      } else {
+        mpi->shared_memory_allreduce.reset();
+        mpi->shared_segment.reset();
+        links.shared_memory.unavailable =
+            "some rank cannot see another's process (separate PID namespaces), which a "
+            "wait on shared memory needs to tell a dead peer from a slow one";
+      }
+    }
+    if (links.shared_memory.allreduce == nullptr && config.debug_log) {
       std::fprintf(stderr, "tfdist: no shared memory segment (%s); the 'shm' algorithm is off\n",
                    links.shared_memory.unavailable.c_str());
     }

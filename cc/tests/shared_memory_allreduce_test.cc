@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -178,6 +179,18 @@ TFDIST_TEST(SharedMemoryAllreduceKeepsStepAcrossManyCalls) {
   }
 }
 
+TFDIST_TEST(SharedMemoryAllreduceSeesPeersOnceTheyHaveStarted) {
+  // Threads of one process: once every rank has constructed its object,
+  // every peer's process (this one) is visible to every rank.
+  std::atomic<int> constructed{0};
+  const std::vector<Status> statuses = RunRanks(3, 256, [&](SharedMemoryAllreduce& a) {
+    ++constructed;
+    while (constructed.load() < a.size()) std::this_thread::yield();
+    return a.PeersVisible() ? Status::OK() : Status::Internal("a peer is not visible");
+  });
+  for (const Status& s : statuses) CHECK_EQ(DescribeStatus(s), std::string("OK"));
+}
+
 TFDIST_TEST(SharedMemoryAllreduceFailsWhenAPeerProcessHasEnded) {
   // Rank 1 never comes; its control block names a process that has exited.
   const pid_t child = fork();
@@ -187,8 +200,10 @@ TFDIST_TEST(SharedMemoryAllreduceFailsWhenAPeerProcessHasEnded) {
   constexpr size_t kSlotBytes = 256;
   FakeSegment segment(2, kSlotBytes);
   SharedMemoryAllreduce rank0(0, segment.regions(), kSlotBytes, false);
+  CHECK(!rank0.PeersVisible());  // rank 1 has not written its process id yet
   // Rank 1 as its process left it.
   SharedMemoryAllreduce rank1(1, segment.regions(), kSlotBytes, false, child);
+  CHECK(!rank0.PeersVisible());
   std::vector<float> in(100, 1.0f), out(100);
   const auto start = std::chrono::steady_clock::now();
   const Status s = rank0.Allreduce(in.data(), out.data(), in.size(), DataType::kFloat32,

@@ -67,6 +67,14 @@ SharedMemoryAllreduce::Control& SharedMemoryAllreduce::control(int q) const {
   return *reinterpret_cast<Control*>(regions_[q]);
 }
 
+bool SharedMemoryAllreduce::PeersVisible() const {
+  for (int q = 0; q < size(); ++q) {
+    const int64_t pid = control(q).pid.load(std::memory_order_relaxed);
+    if (q != rank_ && (pid <= 0 || !ProcessExists(pid))) return false;
+  }
+  return true;
+}
+
 char* SharedMemoryAllreduce::slot(int q, uint64_t round) const {
   return regions_[q] + sizeof(Control) + (round & 1) * slot_bytes_;
 }

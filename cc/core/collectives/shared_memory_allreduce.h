@@ -57,6 +57,12 @@ class SharedMemoryAllreduce {
   SharedMemoryAllreduce(const SharedMemoryAllreduce&) = delete;
   SharedMemoryAllreduce& operator=(const SharedMemoryAllreduce&) = delete;
 
+  // Whether this process can see every peer's process, which the check for
+  // a dead peer needs: ranks in separate PID namespaces (containers sharing
+  // /dev/shm) cannot, and would take each other for dead. Call once every
+  // rank has constructed its object.
+  bool PeersVisible() const;
+
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(regions_.size()); }
 
