@@ -40,31 +40,46 @@ std::vector<std::string> OurObjects() {
   return found;
 }
 
+// SharedSegment::Create on `ranks` threads: each rank's status, segment and reason.
+struct Created {
+  std::vector<Status> statuses;
+  std::vector<std::unique_ptr<SharedSegment>> segments;
+  std::vector<std::string> reasons;
+};
+
+Created CreateOnThreads(int ranks, size_t region_bytes) {
+  Created out;
+  out.segments.resize(ranks);
+  out.reasons.resize(ranks);
+  out.statuses = RunOnThreads(ranks, [&](Transport& transport) {
+    TransportControlPlane plane(transport);
+    return SharedSegment::Create(plane, region_bytes, &out.segments[transport.rank()],
+                                 &out.reasons[transport.rank()]);
+  });
+  return out;
+}
+
 TFDIST_TEST(SharedSegmentIsSharedByEveryRankAndLeavesNothingBehind) {
   constexpr int kRanks = 3;
   constexpr size_t kRegionBytes = 10000;  // not a page multiple
-  std::vector<std::unique_ptr<SharedSegment>> segments(kRanks);
-  std::vector<std::string> reasons(kRanks);
-  const std::vector<Status> created = RunOnThreads(kRanks, [&](Transport& transport) {
-    TransportControlPlane plane(transport);
-    return SharedSegment::Create(plane, kRegionBytes, &segments[transport.rank()],
-                                 &reasons[transport.rank()]);
-  });
+  const Created created = CreateOnThreads(kRanks, kRegionBytes);
   for (int rank = 0; rank < kRanks; ++rank) {
-    CHECK_EQ(DescribeStatus(created[rank]), std::string("OK"));
-    CHECK_MSG(segments[rank] != nullptr, reasons[rank]);
+    CHECK_EQ(DescribeStatus(created.statuses[rank]), std::string("OK"));
+    if (created.segments[rank] == nullptr) {
+      CHECK_MSG(false, "rank " << rank << " has no segment: " << created.reasons[rank]);
+      return;
+    }
   }
-  if (segments[0] == nullptr || segments[1] == nullptr || segments[2] == nullptr) return;
   CHECK(OurObjects().empty());
   // Each rank writes the whole of its own region; every mapping sees every region.
   for (int rank = 0; rank < kRanks; ++rank) {
-    const std::vector<char*> regions = segments[rank]->regions();
+    const std::vector<char*> regions = created.segments[rank]->regions();
     CHECK_EQ(regions.size(), static_cast<size_t>(kRanks));
     CHECK_EQ(reinterpret_cast<uintptr_t>(regions[rank]) % 64, 0u);
     std::memset(regions[rank], 'a' + rank, kRegionBytes);
   }
   for (int viewer = 0; viewer < kRanks; ++viewer) {
-    const std::vector<char*> regions = segments[viewer]->regions();
+    const std::vector<char*> regions = created.segments[viewer]->regions();
     for (int owner = 0; owner < kRanks; ++owner) {
       CHECK_MSG(regions[owner][0] == 'a' + owner && regions[owner][kRegionBytes - 1] == 'a' + owner,
                 "rank " << viewer << " reading rank " << owner << "'s region");
@@ -76,18 +91,12 @@ TFDIST_TEST(SharedSegmentThatCannotBeMadeLeavesEveryRankWithoutOne) {
   // More than /dev/shm can hold: posix_fallocate refuses on rank 0.
   constexpr int kRanks = 2;
   constexpr size_t kRegionBytes = size_t{1} << 50;
-  std::vector<std::unique_ptr<SharedSegment>> segments(kRanks);
-  std::vector<std::string> reasons(kRanks);
-  const std::vector<Status> created = RunOnThreads(kRanks, [&](Transport& transport) {
-    TransportControlPlane plane(transport);
-    return SharedSegment::Create(plane, kRegionBytes, &segments[transport.rank()],
-                                 &reasons[transport.rank()]);
-  });
+  const Created created = CreateOnThreads(kRanks, kRegionBytes);
   for (int rank = 0; rank < kRanks; ++rank) {
-    CHECK_EQ(DescribeStatus(created[rank]), std::string("OK"));
-    CHECK(segments[rank] == nullptr);
-    CHECK_MSG(reasons[rank].find("rank 0: posix_fallocate") == 0, reasons[rank]);
-    CHECK_EQ(reasons[rank], reasons[0]);
+    CHECK_EQ(DescribeStatus(created.statuses[rank]), std::string("OK"));
+    CHECK(created.segments[rank] == nullptr);
+    CHECK_MSG(created.reasons[rank].find("rank 0: posix_fallocate") == 0, created.reasons[rank]);
+    CHECK_EQ(created.reasons[rank], created.reasons[0]);
   }
   CHECK(OurObjects().empty());
 }
