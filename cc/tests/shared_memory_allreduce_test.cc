@@ -179,6 +179,59 @@ TFDIST_TEST(SharedMemoryAllreduceKeepsStepAcrossManyCalls) {
   }
 }
 
+TFDIST_TEST(SharedMemoryAllreduceOverSpansIsOneVector) {
+  // Spans of uneven sizes (one empty, one across several chunks), in place and
+  // out of place, scaled: each piece of the result is the reference's piece.
+  constexpr size_t kSlotBytes = 256;
+  const std::vector<size_t> span_counts = {5, 0, 130, 1, 64, 77};
+  size_t total = 0;
+  for (size_t c : span_counts) total += c;
+  for (int size : {1, 2, 3, 5}) {
+    for (DataType dtype : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+      const size_t element = DataTypeSize(dtype);
+      std::vector<Bytes> inputs;
+      for (int rank = 0; rank < size; ++rank) {
+        inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, total));
+      }
+      Bytes expected = SequentialReduce(inputs, total, dtype, ReduceOp::kSum);
+      const double scale = dtype == DataType::kInt64 ? 1.0 : 0.5;
+      tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, total, scale);
+      // Rank r's spans: even spans out of place into `outputs`, odd ones in
+      // place in a copy of the input.
+      std::vector<Bytes> outputs(size, Bytes(total * element, 0xCD));
+      std::vector<Bytes> in_place = inputs;
+      const std::vector<Status> statuses =
+          RunRanks(size, kSlotBytes, [&](SharedMemoryAllreduce& a) {
+            std::vector<tfdist::RingSpan> spans;
+            size_t offset = 0;
+            for (size_t i = 0; i < span_counts.size(); ++i) {
+              const size_t bytes = span_counts[i] * element;
+              if (i % 2 == 0) {
+                spans.push_back({bytes, outputs[a.rank()].data() + offset,
+                                 inputs[a.rank()].data() + offset});
+              } else {
+                spans.push_back({bytes, in_place[a.rank()].data() + offset, nullptr});
+              }
+              offset += bytes;
+            }
+            return a.AllreduceSpans(spans, dtype, ReduceOp::kSum, scale);
+          });
+      for (int rank = 0; rank < size; ++rank) {
+        CHECK_EQ(DescribeStatus(statuses[rank]), std::string("OK"));
+        size_t offset = 0;
+        for (size_t i = 0; i < span_counts.size(); ++i) {
+          const size_t bytes = span_counts[i] * element;
+          const Bytes& result = i % 2 == 0 ? outputs[rank] : in_place[rank];
+          CHECK_MSG(std::memcmp(result.data() + offset, expected.data() + offset, bytes) == 0,
+                    "P=" << size << " dtype " << static_cast<int>(dtype) << " rank " << rank
+                         << " span " << i);
+          offset += bytes;
+        }
+      }
+    }
+  }
+}
+
 TFDIST_TEST(SharedMemoryAllreduceSeesPeersOnceTheyHaveStarted) {
   // Threads of one process: once every rank has constructed its object,
   // every peer's process (this one) is visible to every rank.

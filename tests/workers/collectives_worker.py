@@ -87,6 +87,28 @@ def check_sum_identity(rank, size):
             assert np.all(x.numpy() == rank + 1), (algorithm, n, "wrote its input")
 
 
+def check_grouped_large_members(rank, size):
+    """A group of small and large tensors, every algorithm forced: the ring and "shm" run
+    it as one collective over the tensors where they lie (the executor's WhereTheyLie),
+    the others pack the small ones and run the large ones apart; each member's result
+    matches numpy's, and the inputs are left as they were."""
+    rng = np.random.default_rng(7)
+    shapes = [(3,), (700_001,), (5, 7), (300_003,), (1,)]  # two over the fusion limit
+    per_rank = [[rng.integers(-20, 20, size=s).astype(np.float32) for s in shapes]
+                for _ in range(size)]
+    for algorithm in [a for a in ALGORITHMS if a is not None]:
+        for op in (tfdist.Sum, tfdist.Average):
+            xs = [tf.constant(v) for v in per_rank[rank]]
+            ys = tfdist.grouped_allreduce(xs, op=op, algorithm=algorithm,
+                                          name=f"grouped.large.{algorithm}.{op.name}")
+            for i, y in enumerate(ys):
+                total = sum(per_rank[r][i].astype(np.float64) for r in range(size))
+                expected = total / size if op == tfdist.Average else total
+                np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6,
+                                           err_msg=f"{algorithm} {op.name} member {i}")
+                np.testing.assert_array_equal(xs[i].numpy(), per_rank[rank][i])
+
+
 def check_hierarchical_pipelined(rank, size):
     # Large enough for several pipeline segments on virtual hosts (segments
     # of at least 2 MiB), with uneven segments and shards; the input must be
@@ -733,6 +755,7 @@ CHECKS.setup(lambda rank, size: tfdist.init())
 CHECKS.check("topology")(check_topology)
 CHECKS.check("allreduce_matrix")(check_allreduce_matrix)
 CHECKS.check("sum_identity")(check_sum_identity)
+CHECKS.check("grouped_large_members")(check_grouped_large_members)
 CHECKS.check("hierarchical_pipelined")(check_hierarchical_pipelined)
 CHECKS.check("scaling")(check_scaling)
 CHECKS.check("allgather")(check_allgather)

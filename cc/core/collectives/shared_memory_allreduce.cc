@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -112,47 +113,84 @@ Status SharedMemoryAllreduce::WaitForPeers(std::atomic<uint64_t> Control::*count
 
 Status SharedMemoryAllreduce::Allreduce(const void* input, void* output, size_t count,
                                         DataType dtype, ReduceOp op, double result_scale) {
+  const RingSpan span{count * DataTypeSize(dtype), static_cast<unsigned char*>(output),
+                      input == output ? nullptr : static_cast<const unsigned char*>(input)};
+  return AllreduceSpans({span}, dtype, op, result_scale);
+}
+
+namespace {
+
+// Calls visit(span, offset in it, bytes, offset in the whole) for each piece
+// of the bytes [begin, end) of the spans taken as one vector.
+template <typename Visit>
+void ForEachPiece(const std::vector<RingSpan>& spans, size_t begin, size_t end, Visit visit) {
+  size_t span_start = 0;
+  for (const RingSpan& span : spans) {
+    const size_t span_end = span_start + span.bytes;
+    const size_t from = std::max(begin, span_start);
+    const size_t to = std::min(end, span_end);
+    if (from < to) visit(span, from - span_start, to - from, from);
+    if (span_end >= end) return;
+    span_start = span_end;
+  }
+}
+
+const unsigned char* SourceOf(const RingSpan& span) {
+  return span.source != nullptr ? span.source : span.data;
+}
+
+}  // namespace
+
+Status SharedMemoryAllreduce::AllreduceSpans(const std::vector<RingSpan>& spans, DataType dtype,
+                                             ReduceOp op, double result_scale) {
   const size_t element = DataTypeSize(dtype);
   const int p = size();
+  size_t total = 0;
+  for (const RingSpan& span : spans) total += span.bytes;
   if (p == 1) {
-    ConvertScaled(input, dtype, output, dtype, count, result_scale);
+    for (const RingSpan& span : spans) {
+      ConvertScaled(SourceOf(span), dtype, span.data, dtype, span.bytes / element, result_scale);
+    }
     return Status::OK();
   }
-  const size_t chunk_elements = slot_bytes_ / element;
-  const char* in = static_cast<const char*>(input);
-  char* out = static_cast<char*>(output);
-  for (size_t done = 0; done < count; done += chunk_elements) {
-    const size_t n = std::min(chunk_elements, count - done);
+  const size_t chunk_bytes = slot_bytes_ / element * element;
+  for (size_t done = 0; done < total; done += chunk_bytes) {
+    const size_t n = std::min(chunk_bytes, total - done) / element;
     const uint64_t round = ++round_;
-    auto part_begin = [n, p](int q) { return n * static_cast<size_t>(q) / p; };
-    const size_t chunk_offset = done * element;
-    // Step 1: the parts the peers reduce. The slot last held round − 2,
-    // which every peer has copied out once it arrives in round − 1.
+    // Byte offsets of rank q's part within the chunk.
+    auto part_begin = [n, p, element](int q) { return n * static_cast<size_t>(q) / p * element; };
+    // Step 1: the parts the peers reduce. The slot last held round - 2,
+    // which every peer has copied out once it arrives in round - 1.
     TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::arrived, round - 1, "start a chunk"));
     char* mine = slot(rank_, round);
     for (int q = 0; q < p; ++q) {
       if (q == rank_) continue;
-      const size_t begin = part_begin(q) * element;
-      std::memcpy(mine + begin, in + chunk_offset + begin,
-                  (part_begin(q + 1) - part_begin(q)) * element);
+      ForEachPiece(spans, done + part_begin(q), done + part_begin(q + 1),
+                   [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                     std::memcpy(mine + (at - done), SourceOf(span) + offset, bytes);
+                   });
     }
     control(rank_).arrived.store(round, std::memory_order_release);
 
     // Step 2: this rank's part, from its input and every peer's slot.
     TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::arrived, round, "fill its slot"));
-    const size_t begin = part_begin(rank_) * element;
-    const size_t part = part_begin(rank_ + 1) - part_begin(rank_);
+    const size_t begin = part_begin(rank_);
+    const size_t part = (part_begin(rank_ + 1) - begin) / element;
     for (int step = 1; step < p; ++step) {
       const int q = (rank_ + step) % p;
-      const char* theirs = slot(q, round) + begin;
+      const char* theirs = slot(q, round);
       const double factor = step == p - 1 ? result_scale : 1.0;
       if (step == 1) {
-        ReduceOutOfPlace(mine + begin, in + chunk_offset + begin, theirs, part, dtype, op,
-                         factor);
+        ForEachPiece(spans, done + begin, done + begin + part * element,
+                     [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                       ReduceOutOfPlace(mine + (at - done), SourceOf(span) + offset,
+                                        theirs + (at - done), bytes / element, dtype, op,
+                                        factor);
+                     });
       } else if (factor != 1.0) {
-        ReduceIntoScaled(mine + begin, theirs, part, dtype, op, factor);
+        ReduceIntoScaled(mine + begin, theirs + begin, part, dtype, op, factor);
       } else {
-        ReduceInto(mine + begin, theirs, part, dtype, op);
+        ReduceInto(mine + begin, theirs + begin, part, dtype, op);
       }
     }
     control(rank_).reduced.store(round, std::memory_order_release);
@@ -161,9 +199,11 @@ Status SharedMemoryAllreduce::Allreduce(const void* input, void* output, size_t 
     TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::reduced, round, "reduce its part"));
     for (int step = 0; step < p; ++step) {
       const int q = (rank_ + step) % p;
-      const size_t from = part_begin(q) * element;
-      std::memcpy(out + chunk_offset + from, slot(q, round) + from,
-                  (part_begin(q + 1) - part_begin(q)) * element);
+      const char* reduced = slot(q, round);
+      ForEachPiece(spans, done + part_begin(q), done + part_begin(q + 1),
+                   [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                     std::memcpy(span.data + offset, reduced + (at - done), bytes);
+                   });
     }
   }
   return Status::OK();

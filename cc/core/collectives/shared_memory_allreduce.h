@@ -38,6 +38,7 @@
 
 #include "cc/core/base/data_type.h"
 #include "cc/core/base/status.h"
+#include "cc/core/collectives/ring_pipeline.h"
 
 namespace tfdist {
 
@@ -71,6 +72,13 @@ class SharedMemoryAllreduce {
   // CheckReducible(dtype, op) is OK.
   Status Allreduce(const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
                    double result_scale = 1.0);
+
+  // The same over several spans taken as one vector, in order, each read
+  // and written where it lies (ring_pipeline.h's RingSpan: `data` receives
+  // the result, read from `source`, or from `data` itself where null): a
+  // fused group whose large members are not packed runs as one collective.
+  Status AllreduceSpans(const std::vector<RingSpan>& spans, DataType dtype, ReduceOp op,
+                        double result_scale = 1.0);
 
  private:
   struct Control;

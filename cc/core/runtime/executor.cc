@@ -78,10 +78,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
           "the 'shm' allreduce algorithm cannot run in this job, because " +
           shared_memory_.unavailable);
     }
-    // Nothing goes through the transport: count what this rank copies into
-    // its slot for the others, (P-1)/P of the buffer.
-    const uint64_t p = static_cast<uint64_t>(transport_.size());
-    stats_.bytes_sent += (p - 1) * count * DataTypeSize(dtype) / p;
+    CountSharedMemoryBytes(count * DataTypeSize(dtype));
     return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
@@ -136,23 +133,26 @@ class CollectiveExecutor::AdasumPlan final : public ExecutorPlan {
   }
 };
 
-// The ring reads each input where it lies, writes each result straight into
-// its output and applies the postscale as it goes: no pass over memory of its
-// own, which for large tensors is most of what the executor costs. It needs
-// the tensors reduced in their own type and no prescale. A tensor alone runs
-// so whatever its size; in a group, the large members do, with the small ones
-// packed beside them.
-class CollectiveExecutor::RingWhereTheyLiePlan final : public ExecutorPlan {
+// The ring and the shared-memory allreduce read each input where it lies,
+// write each result straight into its output and apply the postscale as they
+// go: no pass over memory of their own, which for large tensors is most of
+// what the executor costs, and a group with large members runs as one
+// collective. They need the tensors reduced in their own type and no
+// prescale. A tensor alone runs so whatever its size; in a group, the large
+// members do, with the small ones packed beside them.
+class CollectiveExecutor::WhereTheyLiePlan final : public ExecutorPlan {
  public:
   using ExecutorPlan::ExecutorPlan;
   bool Applies(const AllreduceGroup& group) const override {
     const TensorDescription& d = group.description;
-    return group.algorithm == AllreduceAlgorithm::kRing && WireType(d) == d.dtype &&
-           d.prescale == 1.0 && !ScalesWhilePacking(d) &&
+    const bool spans = group.algorithm == AllreduceAlgorithm::kRing ||
+                       (group.algorithm == AllreduceAlgorithm::kSharedMemory &&
+                        executor_.shared_memory_.allreduce != nullptr);
+    return spans && WireType(d) == d.dtype && d.prescale == 1.0 && !ScalesWhilePacking(d) &&
            (group.has_large || group.requests.size() == 1);
   }
   Status Run(const AllreduceGroup& group) override {
-    return executor_.RingWhereTheyLie(group.requests, group.algorithm, group.bytes);
+    return executor_.WhereTheyLie(group.requests, group.algorithm, group.bytes);
   }
 };
 
@@ -200,7 +200,7 @@ class CollectiveExecutor::FusedPlan final : public ExecutorPlan {
 std::vector<std::unique_ptr<AllreducePlan>> CollectiveExecutor::AllreducePlans() {
   std::vector<std::unique_ptr<AllreducePlan>> plans;
   plans.push_back(std::make_unique<AdasumPlan>(*this));
-  plans.push_back(std::make_unique<RingWhereTheyLiePlan>(*this));
+  plans.push_back(std::make_unique<WhereTheyLiePlan>(*this));
   plans.push_back(std::make_unique<RingCompressedPlan>(*this));
   plans.push_back(std::make_unique<LargeApartPlan>(*this));
   plans.push_back(std::make_unique<FusedPlan>(*this));
@@ -279,8 +279,8 @@ Status CollectiveExecutor::AllreduceLargeApart(const std::vector<Request*>& grou
   return status;
 }
 
-Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
-                                            AllreduceAlgorithm algorithm, size_t bytes) {
+Status CollectiveExecutor::WhereTheyLie(const std::vector<Request*>& group,
+                                        AllreduceAlgorithm algorithm, size_t bytes) {
   const TensorDescription& d = group[0]->description;
   const size_t element = DataTypeSize(d.dtype);
   // A tensor alone lies where it is, whatever its size; in a group, the
@@ -344,7 +344,13 @@ Status CollectiveExecutor::RingWhereTheyLie(const std::vector<Request*>& group,
   {
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
-    TFDIST_RETURN_IF_ERROR(RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale));
+    if (algorithm == AllreduceAlgorithm::kSharedMemory) {
+      CountSharedMemoryBytes(bytes);
+      TFDIST_RETURN_IF_ERROR(
+          shared_memory_.allreduce->AllreduceSpans(spans, d.dtype, d.op, d.postscale));
+    } else {
+      TFDIST_RETURN_IF_ERROR(RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale));
+    }
   }
 
   if (packed_bytes > 0) {
@@ -432,7 +438,7 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
     if (fusion_buffer_.size() < bytes) fusion_buffer_.resize(bytes);
     buffer = fusion_buffer_.data();
     if (bytes > kLargestFusedTensorBytes) {
-      // A large compressed tensor goes through here: what RingWhereTheyLie
+      // A large compressed tensor goes through here: what WhereTheyLie
       // does for its buffers (memory_advice.h) pays here too.
       huge_pages_.Collapse(buffer, bytes);
       for (const Request* r : group) {
@@ -477,6 +483,13 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   CountSaved(sent_before, d);
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
+}
+
+void CollectiveExecutor::CountSharedMemoryBytes(size_t bytes) {
+  // Nothing goes through the transport: count what this rank copies into
+  // its slot for the others, (P-1)/P of the buffer.
+  const uint64_t p = static_cast<uint64_t>(transport_.size());
+  stats_.bytes_sent += (p - 1) * bytes / p;
 }
 
 void CollectiveExecutor::CountSaved(uint64_t sent_before, const TensorDescription& d) {

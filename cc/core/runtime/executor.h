@@ -154,18 +154,19 @@ class CollectiveExecutor {
   // The allreduce plans (executor.cc), one per path below.
   class ExecutorPlan;
   class AdasumPlan;
-  class RingWhereTheyLiePlan;
+  class WhereTheyLiePlan;
   class RingCompressedPlan;
   class LargeApartPlan;
   class FusedPlan;
   // The plans in the order they are asked.
   std::vector<std::unique_ptr<AllreducePlan>> AllreducePlans();
 
-  // One ring over the tensors where they lie (a tensor alone, or those of a
-  // group over kLargestFusedTensorBytes, fusion.h) and the fusion buffer
-  // holding the group's small ones; `bytes` is the group's total.
-  Status RingWhereTheyLie(const std::vector<Request*>& group, AllreduceAlgorithm algorithm,
-                          size_t bytes);
+  // One collective, the ring or "shm", over the tensors where they lie (a
+  // tensor alone, or those of a group over kLargestFusedTensorBytes,
+  // fusion.h) and the fusion buffer holding the group's small ones; `bytes`
+  // is the group's total.
+  Status WhereTheyLie(const std::vector<Request*>& group, AllreduceAlgorithm algorithm,
+                      size_t bytes);
   // One tensor alone, compressed to 16 bits (request.h WireCompression), on
   // the ring: rounded and widened segment by segment inside the ring, with
   // the fusion buffer as the wire copy (RingAllreduceCompressed).
@@ -196,6 +197,8 @@ class CollectiveExecutor {
               size_t count);
   // Counts what a compressed collective that sent the wire bytes since
   // `sent_before` saved against sending full-width elements.
+  // What the "shm" algorithm counts as sent for `bytes` reduced.
+  void CountSharedMemoryBytes(size_t bytes);
   void CountSaved(uint64_t sent_before, const TensorDescription& d);
   void CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
                       AllreduceAlgorithm algorithm);
