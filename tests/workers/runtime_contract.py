@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import Checks, expect_error, worker_main
+from mpi_harness import Checks, expect_error, shared_memory_expected, worker_main
 
 ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", "shm"}
 
@@ -296,7 +296,8 @@ def check_fusion(rank, size, expect_fusion=True, threshold=None):
 
 
 def check_large_tensors_in_a_group(rank, size, expect_fusion, threshold):
-    """Tensors over 256 KiB join the small ones in one ring, read and written where they lie."""
+    """Tensors over 256 KiB join the small ones in one ring (or one shared-memory
+    allreduce), read and written where they lie; other algorithms run them apart."""
     def member(n, scale):
         return np.arange(n, dtype=np.float32) % 89 * scale + rank
 
@@ -308,10 +309,11 @@ def check_large_tensors_in_a_group(rank, size, expect_fusion, threshold):
         return tfdist.grouped_allreduce([x * 1.0, *[tf.constant(v) for v in values[1:]]],
                                         op=tfdist.Average, name=f"large.fn.{threshold}")
 
-    # "auto" runs the group as one ring when the cost model picks the ring for
-    # it, which depends on this machine's measured link cost.
-    auto_calls = 1 if tfdist.algorithm_for(sum(sizes) * 4) == "ring" else 3
-    for algorithm, expected_calls in (("auto", auto_calls), ("ring", 1), ("butterfly", 3)):
+    # "auto" runs the group as one collective when it picks the ring or "shm" for
+    # it, which depends on this machine's measured link cost and auto's trials.
+    auto_calls = 1 if tfdist.algorithm_for(sum(sizes) * 4) in ("ring", "shm") else 3
+    forced = [("ring", 1), ("butterfly", 3), *([("shm", 1)] if shared_memory_expected() else [])]
+    for algorithm, expected_calls in (("auto", auto_calls), *forced):
         before = tfdist.stats()
         if algorithm == "auto":
             out = computed(tf.constant(values[0]))
