@@ -19,27 +19,26 @@ std::string Errno(const char* call, int code) {
 }
 
 // Maps the object `name` of `bytes`, creating and reserving it where
-// `create`; null with the reason in *why where it cannot.
+// `create`; null with the reason in *why where it cannot, and then an object
+// it created is gone again.
 char* MapObject(const std::string& name, size_t bytes, bool create, std::string* why) {
   const int fd = shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
   if (fd < 0) {
     *why = Errno("shm_open", errno);
     return nullptr;
   }
-  if (create) {
-    const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (rc != 0) {
-      *why = Errno("posix_fallocate", rc) + " (" + std::to_string(bytes >> 20) +
-             " MiB in /dev/shm)";
-      close(fd);
-      return nullptr;
-    }
+  void* base = MAP_FAILED;
+  const int rc = create ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  if (rc != 0) {
+    *why = Errno("posix_fallocate", rc) + " (" + std::to_string(bytes >> 20) +
+           " MiB in /dev/shm)";
+  } else {
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) *why = Errno("mmap", errno);
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
-  close(fd);  // the mapping keeps the object
+  close(fd);  // a mapping keeps the object
   if (base == MAP_FAILED) {
-    *why = Errno("mmap", map_errno);
+    if (create) shm_unlink(name.c_str());
     return nullptr;
   }
   return static_cast<char*>(base);
@@ -57,7 +56,8 @@ Status SharedSegment::Create(ControlPlane& control_plane, size_t region_bytes,
   const int ranks = control_plane.size();
   const size_t stride = (region_bytes + kPage - 1) / kPage * kPage;
   const size_t bytes = stride * static_cast<size_t>(ranks);
-  // Rank 0 sends "1<name>" or "0<reason>".
+  // Rank 0 sends "1<name>" or "0<reason>". kIdle: waits at init say nothing
+  // about the waits of the job's collectives (settings_agreement.cc).
   static std::atomic<int> created{0};
   std::string name;
   std::string why;
@@ -66,26 +66,25 @@ Status SharedSegment::Create(ControlPlane& control_plane, size_t region_bytes,
   if (control_plane.rank() == 0) {
     name = "/tfdist-" + std::to_string(getpid()) + "-" + std::to_string(created++);
     base = MapObject(name, bytes, /*create=*/true, &why);
-    if (base == nullptr) shm_unlink(name.c_str());
     offer = Bytes(base != nullptr ? "1" + name : "0rank 0: " + why);
   }
-  // kIdle: waits at init say nothing about the waits of the job's collectives
-  // (settings_agreement.cc).
   std::vector<std::vector<uint8_t>> offers;
   TFDIST_RETURN_IF_ERROR(control_plane.Allgatherv(offer, WaitKind::kIdle, &offers));
   const std::string offered = String(offers[0]);
-  if (control_plane.rank() != 0 && !offered.empty() && offered[0] == '1') {
+  if (offered.empty() || offered[0] != '1') {  // every rank learns it here, alike
+    *why_not = offered.empty() ? "rank 0 offered no segment" : offered.substr(1);
+    return Status::OK();
+  }
+  if (control_plane.rank() != 0) {
     name = offered.substr(1);
     base = MapObject(name, bytes, /*create=*/false, &why);
     if (base == nullptr) why = "rank " + std::to_string(control_plane.rank()) + ": " + why;
   }
   // Every rank's outcome: "" where it mapped the segment, its reason where not.
   std::vector<std::vector<uint8_t>> outcomes;
-  const bool offered_ok = !offered.empty() && offered[0] == '1';
-  const std::string mine = !offered_ok ? offered.substr(offered.empty() ? 0 : 1)
-                                       : (base != nullptr ? "" : why);
-  TFDIST_RETURN_IF_ERROR(control_plane.Allgatherv(Bytes(mine), WaitKind::kIdle, &outcomes));
-  if (control_plane.rank() == 0 && offered_ok) shm_unlink(name.c_str());
+  TFDIST_RETURN_IF_ERROR(control_plane.Allgatherv(Bytes(base != nullptr ? "" : why),
+                                                  WaitKind::kIdle, &outcomes));
+  if (control_plane.rank() == 0) shm_unlink(name.c_str());
   for (const std::vector<uint8_t>& outcome : outcomes) {
     if (!outcome.empty()) {
       *why_not = String(outcome);
