@@ -61,16 +61,15 @@ constexpr size_t kSharedMemorySlotBytes = 256u << 10;
 
 // Why the ranks of this runtime cannot run the "shm" algorithm; empty where
 // they can. Where they share one machine it is up to the shared segment.
-std::string WhyNoSharedMemory(const RuntimeConfig& config, const Topology& machine) {
+// `machines`: the ranks' real machines, as hosts.
+std::string WhyNoSharedMemory(const RuntimeConfig& config, const HostLayout& machines) {
   if (!config.shared_memory) {
     return "TFDIST_SHARED_MEMORY=0 (or MPI fault tolerance, under which it is off)";
   }
   if (config.virtual_hosts > 0) {
     return "TFDIST_VIRTUAL_HOSTS splits the ranks into hosts that must not share memory";
   }
-  for (const std::string& name : machine.machines) {
-    if (name != machine.machines[0]) return "the ranks are on more than one host";
-  }
+  if (machines.host_count() > 1) return "the ranks are on more than one host";
   return "";
 }
 
@@ -167,7 +166,7 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                                                 topology->hosts, topology->machines,
                                                 CalibrationSettings(config), &network_cost));
   }
-  links.shared_memory.unavailable = WhyNoSharedMemory(config, machine);
+  links.shared_memory.unavailable = WhyNoSharedMemory(config, machine.hosts);
   if (links.shared_memory.unavailable.empty()) {
     TFDIST_RETURN_IF_ERROR(SharedSegment::Create(
         *mpi->control_plane, SharedMemoryAllreduce::RegionBytes(kSharedMemorySlotBytes),

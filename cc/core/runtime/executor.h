@@ -195,10 +195,10 @@ class CollectiveExecutor {
   // wire type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,
               size_t count);
-  // Counts what a compressed collective that sent the wire bytes since
-  // `sent_before` saved against sending full-width elements.
   // What the "shm" algorithm counts as sent for `bytes` reduced.
   void CountSharedMemoryBytes(size_t bytes);
+  // Counts what a compressed collective that sent the wire bytes since
+  // `sent_before` saved against sending full-width elements.
   void CountSaved(uint64_t sent_before, const TensorDescription& d);
   void CountAllreduce(const std::string& label, size_t tensors, size_t bytes,
                       AllreduceAlgorithm algorithm);
