@@ -36,14 +36,13 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 TFDIST_PACKAGE = Path(importlib.util.find_spec("tfdist").submodule_search_locations[0])
 
 
-def shared_memory_expected(environ: Optional[Dict[str, str]] = None) -> bool:
-    """Whether a job with this environment has the "shm" allreduce algorithm: its ranks
-    share this machine (every test job runs on one) unless TFDIST_VIRTUAL_HOSTS splits
-    them, TFDIST_SHARED_MEMORY is not 0, and MPI's fault tolerance is off."""
-    environ = os.environ if environ is None else environ
-    return (not environ.get("TFDIST_VIRTUAL_HOSTS")
-            and environ.get("TFDIST_SHARED_MEMORY", "1") not in ("0", "false", "False")
-            and environ.get("OMPI_MCA_mpi_ft_enable", "") not in ("1", "true", "yes"))
+def shared_memory_expected() -> bool:
+    """Whether this worker's job has the "shm" allreduce algorithm: its ranks share this
+    machine (every test job runs on one) unless TFDIST_VIRTUAL_HOSTS splits them, and the
+    settings leave it on (TFDIST_SHARED_MEMORY, off under MPI's fault tolerance)."""
+    from tfdist.config import RuntimeSettings
+    settings = RuntimeSettings.from_environment()
+    return settings.shared_memory and not settings.virtual_hosts
 
 
 def mpi_environment(extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
