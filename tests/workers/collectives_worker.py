@@ -600,31 +600,17 @@ def _over_emulated_links():
     return (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0
 
 
-def check_auto_trials(rank, size):
-    """auto's first calls of a size class go round the cost model's plausible
-    algorithms, its pick first, and MPI_Allreduce last (not over emulated links),
-    two calls each time (the second is timed), TFDIST_AUTO_TRIALS rounds; where the
-    two fastest were close, those two alone go round as often again (a rematch);
-    then it keeps one of them for good; every rank runs the same algorithm on every
-    call, and every result is right."""
-    if size == 1:
-        return
-    from mpi4py import MPI
-    n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
-    x = tf.fill([n], float(rank + 1))
-    model_pick = tfdist.algorithm_for(n * 4)
-    settings = tfdist.RuntimeSettings.from_environment()
-    rounds = settings.auto_trials
-    assert rounds >= 2, rounds
-    ran = []
-    # At most 6 candidates, a rematch of two, then 4 decided calls.
-    for i in range(2 * 6 * rounds + 2 * 2 * rounds + 4):
-        algorithm, y = _algorithm_of_next_call(
-            lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
-        assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
-        ran.append(algorithm)
-    assert ran[0] == model_pick, (ran, model_pick)
+def _calls_to_decide(rounds):
+    """Calls that take a size class through its trials and beyond: at most 6 candidates,
+    a rematch of two, then 4 decided calls."""
+    return 2 * 6 * rounds + 2 * 2 * rounds + 4
+
+
+def _kept_after_trials(ran, rounds, size):
+    """Asserts that ``ran``, the algorithms one size class's calls ran, is auto's trials
+    (check_auto_trials says how they go) followed by one kept algorithm, and returns it."""
     visits = ran[::2]
+    assert ran[0] in visits[1:], f"the trials never came back to their first candidate: {ran}"
     candidates = visits[:visits.index(ran[0], 1)]  # one round of the trials
     assert len(set(candidates)) == len(candidates) <= 6, ran
     # At two ranks the tree is the butterfly's exchange in two messages: never timed.
@@ -649,6 +635,33 @@ def check_auto_trials(rank, size):
     assert len(rest) >= 4, ran
     kept = rest[0]
     assert set(rest) == {kept} and kept in candidates, ran
+    return kept
+
+
+def check_auto_trials(rank, size):
+    """auto's first calls of a size class go round the cost model's plausible
+    algorithms, its pick first, and MPI_Allreduce last (not over emulated links),
+    two calls each time (the second is timed), TFDIST_AUTO_TRIALS rounds; where the
+    two fastest were close, those two alone go round as often again (a rematch);
+    then it keeps one of them for good; every rank runs the same algorithm on every
+    call, and every result is right."""
+    if size == 1:
+        return
+    from mpi4py import MPI
+    n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
+    x = tf.fill([n], float(rank + 1))
+    model_pick = tfdist.algorithm_for(n * 4)
+    settings = tfdist.RuntimeSettings.from_environment()
+    rounds = settings.auto_trials
+    assert rounds >= 2, rounds
+    ran = []
+    for i in range(_calls_to_decide(rounds)):
+        algorithm, y = _algorithm_of_next_call(
+            lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
+        assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
+        ran.append(algorithm)
+    assert ran[0] == model_pick, (ran, model_pick)
+    kept = _kept_after_trials(ran, rounds, size)
     assert tfdist.algorithm_for(n * 4) == kept, (ran, tfdist.algorithm_for(n * 4))
     every_rank = MPI.COMM_WORLD.allgather(ran)
     assert all(theirs == ran for theirs in every_rank), every_rank
@@ -656,6 +669,49 @@ def check_auto_trials(rank, size):
     algorithm, _ = _algorithm_of_next_call(
         lambda: tfdist.allreduce(x, op=tfdist.Sum, algorithm="tree"))
     assert algorithm == "tree" and tfdist.algorithm_for(n * 4) == kept
+
+
+def check_auto_trials_grouped_large(rank, size):
+    """A fused group with large members goes through its size class's trials as a lone
+    tensor does, whether its candidate of the moment runs it whole (the ring, "shm") or
+    sends the large members apart (the others): every visit is timed, and the class keeps
+    one algorithm. The calls the members make while apart are not trials of their own,
+    even one in the group's own size class (else each group call would move the class on
+    twice). Every member's result matches numpy's on every call."""
+    if size == 1:
+        return
+    from mpi4py import MPI
+    # A runtime of its own, whose size classes no call has visited yet.
+    tfdist.shutdown()
+    tfdist.init()
+    rng = np.random.default_rng(25)
+    groups = {
+        # 4.8 MB of 1.6 MB members and a small one: no member in the group's size class.
+        "apart": [(400_009,), (3,), (400_009,), (400_009,)],
+        # 880 KB, of which 600 KB in one member of the group's own size class and 280 KB
+        # in another, still over the fusion limit.
+        "same_class": [(150_001,), (3,), (70_001,), (5, 7)],
+    }
+    trials = tfdist.RuntimeSettings.from_environment().auto_trials
+    for label, shapes in groups.items():
+        group_bytes = 4 * sum(int(np.prod(s)) for s in shapes)
+        size_class = group_bytes.bit_length() - 1
+        rounds = trials * (1 if size_class >= 20 else 2)  # AlgorithmChooser::RoundsFor
+        per_rank = [[rng.integers(-20, 20, size=s).astype(np.float32) for s in shapes]
+                    for _ in range(size)]
+        totals = [sum(per_rank[r][i] for r in range(size)) for i in range(len(shapes))]
+        xs = [tf.constant(v) for v in per_rank[rank]]
+        ran = []
+        for i in range(_calls_to_decide(rounds)):
+            ran.append(tfdist.algorithm_for(group_bytes))
+            ys = tfdist.grouped_allreduce(xs, op=tfdist.Sum, name=f"auto.{label}.{i % 2}")
+            for member, (y, total) in enumerate(zip(ys, totals)):
+                np.testing.assert_array_equal(y.numpy(), total,
+                                              err_msg=f"{label} call {i} member {member}")
+        kept = _kept_after_trials(ran, rounds, size)
+        assert tfdist.algorithm_for(group_bytes) == kept, (label, ran)
+        every_rank = MPI.COMM_WORLD.allgather(ran)
+        assert all(theirs == ran for theirs in every_rank), (label, every_rank)
 
 
 def check_auto_falls_back_where_mpi_cannot_reduce(rank, size):
@@ -765,6 +821,7 @@ CHECKS.check("tf_function")(check_tf_function)
 CHECKS.check("eager_fast_path")(check_eager_fast_path)
 CHECKS.check("eager_tensor_route")(check_eager_tensor_route)
 CHECKS.check("auto_trials")(check_auto_trials)
+CHECKS.check("auto_trials_grouped_large")(check_auto_trials_grouped_large)
 CHECKS.check("auto_mpi_fallback")(check_auto_falls_back_where_mpi_cannot_reduce)
 CHECKS.check("auto_mpi_below_1kib")(check_auto_runs_mpi_below_1kib)
 CHECKS.check("algorithm_stats")(check_every_algorithm_counted)

@@ -227,17 +227,26 @@ Status CollectiveExecutor::Allreduce(const std::vector<Request*>& requests) {
 
 Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& group,
                                    bool is_auto) {
-  // A trial is a call whose whole group ran with the algorithm picked for
-  // its size: not Adasum (its own algorithm) and not a group whose large
-  // members went apart (each of those is a call, and a trial, of its own).
-  // Nor a size the autotuner has overridden: it chose from its own trials.
-  const bool trial = is_auto && dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
-                     dynamic_cast<const LargeApartPlan*>(&plan) == nullptr &&
+  // A trial is a call run with the algorithm picked for its size: not
+  // Adasum (its own algorithm), nor a size the autotuner has overridden (it
+  // chose from its own trials). A group with large members is timed however
+  // its algorithm runs it: where the ring or "shm" take it whole, and where
+  // another sends the large members apart, since that going apart is what
+  // the class then keeps (untimed, a class whose first apart visit came
+  // before its whole ones never moved on). The members' own calls inside a
+  // timed group are not trials: their time-agreeing exchanges would be
+  // timed as part of the group's, and one of the group's own class would
+  // move the class on twice per call.
+  const bool trial = is_auto && !timing_a_trial_ &&
+                     dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
                      OverrideFor(group.bytes) == AllreduceAlgorithm::kAuto &&
                      chooser_.IsTrial(group.bytes, group.algorithm);
   if (!trial) return plan.Run(group);
   const auto start = std::chrono::steady_clock::now();
-  TFDIST_RETURN_IF_ERROR(plan.Run(group));
+  timing_a_trial_ = true;
+  const Status ran = plan.Run(group);
+  timing_a_trial_ = false;
+  TFDIST_RETURN_IF_ERROR(ran);
   const double mine =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The slowest rank's time, so that every rank reports the same number and

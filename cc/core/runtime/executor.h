@@ -216,6 +216,7 @@ class CollectiveExecutor {
   std::atomic<uint64_t> overrides_{0};  // AlgorithmOverrides, packed
   AlgorithmChooser chooser_;  // what "auto" resolves to where no override says
   bool debug_log_;
+  bool timing_a_trial_ = false;  // RunPlan is inside a trial's timed call
   Stats& stats_;
   Timeline& timeline_;
   std::vector<uint8_t> fusion_buffer_;
