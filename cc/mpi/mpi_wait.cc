@@ -33,7 +33,8 @@ int WaitAllPolitelyCode(int count, MPI_Request* requests, WaitKind kind, bool ov
     if (done) return MPI_SUCCESS;
     return std::nullopt;
   };
-  return WaitPolitely(test, [](int rc) { return rc == MPI_SUCCESS; }, kind, oversubscribed);
+  return WaitPolitely(test, [](int rc) { return rc == MPI_SUCCESS; }, kind, oversubscribed,
+                      PollsProgress::kYes);
 }
 
 Status WaitAllPolitely(MPI_Comm comm, int count, MPI_Request* requests, const char* during,

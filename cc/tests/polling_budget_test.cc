@@ -1,6 +1,8 @@
-// PollingBudget: poll while waits are mostly short, stop once they are long.
+// PollingBudget: poll while waits are mostly short, stop once they are long;
+// and where a polite wait spins before it yields.
 #include <chrono>
 
+#include "cc/core/transport/polite_wait.h"
 #include "cc/core/transport/polling_budget.h"
 #include "cc/tests/test_harness.h"
 
@@ -53,6 +55,19 @@ TFDIST_TEST(PollingBudgetShrugsOffARareLongWait) {
     if (i % 10 == 0) budget.Record(std::chrono::seconds(1));
   }
   CHECK(budget.PollFor(false) == microseconds(200));
+}
+
+TFDIST_TEST(PoliteWaitSpinsOnlyWhereItsPollsCanHelp) {
+  // Where ranks outnumber cores, a wait that its own polls do not move on
+  // (shared-memory counters) yields from the first poll: the peer it waits
+  // for may need this core. MPI's waits, which move messages by polling,
+  // still spin first; with a core per rank, every wait does.
+  const PollsProgress kinds[] = {PollsProgress::kYes, PollsProgress::kNo};
+  for (PollsProgress progress : kinds) {
+    CHECK(SpinBeforeYielding(false, progress) == microseconds(50));
+  }
+  CHECK(SpinBeforeYielding(true, PollsProgress::kYes) == microseconds(50));
+  CHECK(SpinBeforeYielding(true, PollsProgress::kNo) == microseconds(0));
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ Status SharedMemoryAllreduce::WaitForPeers(std::atomic<uint64_t> Control::*count
     }
     return std::nullopt;
   };
-  if (WaitPolitely(poll, [](bool ok) { return ok; }, WaitKind::kTransfer, oversubscribed_)) {
+  if (WaitPolitely(poll, [](bool ok) { return ok; }, WaitKind::kTransfer, oversubscribed_,
+                   PollsProgress::kNo)) {
     return Status::OK();
   }
   return Status::Internal("shared-memory allreduce: rank " + std::to_string(dead_peer) +

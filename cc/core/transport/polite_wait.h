@@ -4,7 +4,8 @@
 // as long as it lasts: where a rank's TensorFlow threads have few cores, the
 // spinning rank takes a large share of their throughput. So a wait polls for
 // a budget learned from recent waits of the same kind (polling_budget.h):
-// spinning first, then yielding the core between polls; then it sleeps with
+// spinning first (where that can help: PollsProgress), then yielding the
+// core between polls; then it sleeps with
 // a growing interval (20 µs doubling to 250 µs, 1 ms once the wait is older
 // than 10 ms). Yielding keeps polling (MPI's progress engine needs both
 // sides to keep testing for a large message's fragments to move) yet gives
@@ -48,19 +49,38 @@ constexpr auto kLongWait = std::chrono::milliseconds(10);
 constexpr auto kMaxLongSleep = std::chrono::milliseconds(1);
 }  // namespace polite_wait_internal
 
+// Whether a wait's own polls move it on. MPI's progress engine moves a
+// message only while its ranks test for it, so an MPI wait spins before it
+// yields, even where ranks outnumber cores (without the spin the butterfly's
+// 1 MiB call at np 4 on two cores took twice as long). Shared-memory
+// counters are moved on by the peers alone: where a peer may have no core,
+// a spin only keeps the core from it (a 4-byte "shm" call at np 3 on two
+// cores paid the whole 50 µs spin in each of its two waits, 104 µs against
+// 4 µs without it).
+enum class PollsProgress { kYes, kNo };
+
+// How long a wait polls without yielding before it yields between polls.
+inline std::chrono::microseconds SpinBeforeYielding(bool oversubscribed,
+                                                    PollsProgress progress) {
+  return oversubscribed && progress == PollsProgress::kNo ? std::chrono::microseconds(0)
+                                                          : polite_wait_internal::kSpinFor;
+}
+
 // Calls `poll` until it returns a value, and returns that value. `poll`
 // returns std::nullopt while the wait goes on; its value ends the wait, and
 // is recorded in the budget as a finished wait when `succeeded(value)`.
 // `oversubscribed`: the ranks waited for outnumber the node's cores; the
-// wait then polls to the budget's oversubscribed limit, yielding.
+// wait then polls to the budget's oversubscribed limit, yielding, and
+// spins first only where `progress` says its polls move it on.
 template <typename Poll, typename Succeeded>
-auto WaitPolitely(Poll&& poll, Succeeded&& succeeded, WaitKind kind, bool oversubscribed)
-    -> typename decltype(poll())::value_type {
+auto WaitPolitely(Poll&& poll, Succeeded&& succeeded, WaitKind kind, bool oversubscribed,
+                  PollsProgress progress) -> typename decltype(poll())::value_type {
   namespace w = polite_wait_internal;
   using Clock = std::chrono::steady_clock;
   PollingBudget* budget = PollingBudgetFor(kind);
   const auto poll_for = budget != nullptr ? budget->PollFor(oversubscribed)
                                           : std::chrono::nanoseconds(PollingBudget::kMinimum);
+  const auto spin_for = SpinBeforeYielding(oversubscribed, progress);
   const auto start = Clock::now();
   std::chrono::microseconds sleep = w::kFirstSleep;
   while (true) {
@@ -70,7 +90,7 @@ auto WaitPolitely(Poll&& poll, Succeeded&& succeeded, WaitKind kind, bool oversu
       if (budget != nullptr && succeeded(*outcome)) budget->Record(waited);
       return *outcome;
     }
-    if (waited < w::kSpinFor && waited < poll_for) continue;
+    if (waited < spin_for && waited < poll_for) continue;
     if (waited < poll_for) {
       sched_yield();
       continue;
