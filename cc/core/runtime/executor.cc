@@ -230,13 +230,13 @@ Status CollectiveExecutor::RunPlan(AllreducePlan& plan, const AllreduceGroup& gr
   // A trial is a call run with the algorithm picked for its size: not
   // Adasum (its own algorithm), nor a size the autotuner has overridden (it
   // chose from its own trials). A group with large members is timed however
-  // its algorithm runs it: where the ring or "shm" take it whole, and where
-  // another sends the large members apart, since that going apart is what
-  // the class then keeps (untimed, a class whose first apart visit came
-  // before its whole ones never moved on). The members' own calls inside a
-  // timed group are not trials: their time-agreeing exchanges would be
-  // timed as part of the group's, and one of the group's own class would
-  // move the class on twice per call.
+  // its algorithm runs it: whole where the ring or "shm" take it, and with
+  // the large members apart where another does, since going apart is then
+  // what the class keeps (untimed, a class whose trials reached an apart
+  // candidate never moved on). The members' own calls inside a timed group
+  // are not trials: their time-agreeing exchanges would be timed as part of
+  // the group's, and one of the group's own class would move the class on
+  // twice per call.
   const bool trial = is_auto && !timing_a_trial_ &&
                      dynamic_cast<const AdasumPlan*>(&plan) == nullptr &&
                      OverrideFor(group.bytes) == AllreduceAlgorithm::kAuto &&
