@@ -163,10 +163,12 @@ SETTINGS: Tuple[Setting, ...] = (
             "One stderr line per collective (name, size, algorithm).",
             cpp_key="debug_log", cpp_member="debug_log"),
     Setting("shared_memory", "bool", True,
-            "Let ranks that share one host reduce through a shared-memory segment (the "
-            "`shm` allreduce algorithm, which `auto` tries beside the others): 4 MiB x 2 "
-            "per rank in /dev/shm. 0 turns it off; it is off under MPI fault tolerance "
-            "(ULFM), where a failed peer must surface as MPI's error.",
+            "Let ranks that share one host reduce through a shared-memory segment: "
+            "where every rank is on one host, the `shm` allreduce algorithm, which `auto` "
+            "tries beside the others (256 KiB x 2 per rank in /dev/shm); where the job "
+            "spans hosts (or TFDIST_VIRTUAL_HOSTS), hierarchical allreduce's phases within "
+            "each host (1 MiB x 2 per rank). 0 turns both off; they are off under MPI fault "
+            "tolerance (ULFM), where a failed peer must surface as MPI's error.",
             cpp_key="shared_memory", cpp_member="shared_memory"),
     Setting("autotune", "bool", False,
             "Tune DistributedOptimizer's gradient grouping (when num_groups is not given), "

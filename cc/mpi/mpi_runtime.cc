@@ -12,6 +12,7 @@
 #include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/control/shared_segment.h"
 #include "cc/core/tuning/calibration.h"
+#include "cc/core/runtime/host_shared_memory.h"
 #include "cc/core/runtime/settings_agreement.h"
 #include "cc/core/transport/emulated_link_transport.h"
 #include "cc/mpi/mpi_allreduce.h"
@@ -48,6 +49,7 @@ struct MpiLinks {
   std::unique_ptr<EmulatedControlPlane> emulated_control_plane;  // or null
   std::unique_ptr<SharedSegment> shared_segment;  // or null
   std::unique_ptr<SharedMemoryAllreduce> shared_memory_allreduce;  // or null
+  HostSharedMemory host_shared_memory;  // or empty
 };
 
 // Each rank's two slots of the "shm" algorithm. Small enough that a chunk's
@@ -192,6 +194,22 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
     if (links.shared_memory.allreduce == nullptr && config.debug_log) {
       std::fprintf(stderr, "tfdist: no shared memory segment (%s); the 'shm' algorithm is off\n",
                    links.shared_memory.unavailable.c_str());
+    }
+  }
+  if (config.shared_memory && links.shared_memory.allreduce == nullptr) {
+    std::string why_not;
+    TFDIST_RETURN_IF_ERROR(MapHostSharedMemory(*mpi->transport, *mpi->control_plane,
+                                               topology->hosts, machine.hosts, oversubscribed,
+                                               &mpi->host_shared_memory, &why_not));
+    links.shared_memory.host_allreduce = mpi->host_shared_memory.allreduce.get();
+    if (config.debug_log && topology->hosts.host_count() > 1) {
+      if (links.shared_memory.host_allreduce != nullptr) {
+        std::fprintf(stderr, "tfdist: hierarchical allreduce reduces within each host on the "
+                             "host's shared memory segment\n");
+      } else {
+        std::fprintf(stderr, "tfdist: no shared memory segment per host (%s); hierarchical "
+                             "allreduce sends messages within a host\n", why_not.c_str());
+      }
     }
   }
   const MPI_Comm data_comm = mpi->transport->comm();

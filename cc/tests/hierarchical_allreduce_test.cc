@@ -7,7 +7,9 @@
 // input, which must be left untouched; that the pipeline overlaps (a
 // segment's cross-host phase can finish only once the next segment's
 // reduce-scatter has run). Also the subgroup view it is built on, and its
-// refusal of hosts of unequal size.
+// refusal of hosts of unequal size. The form over each host's shared memory
+// against the same reference: layouts, counts, dtypes, ops, chunks, scales,
+// many calls in a row, and a segment that is not the host's.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,10 +20,12 @@
 
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/hierarchical_allreduce.h"
+#include "cc/core/numeric/convert.h"
 #include "cc/core/transport/host_layout.h"
 #include "cc/testing/in_process_transport.h"
 #include "cc/core/transport/subgroup_transport.h"
 #include "cc/core/tuning/hierarchical_planner.h"
+#include "cc/tests/fake_segment.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 
@@ -345,6 +349,158 @@ TFDIST_TEST(HierarchicalAllreduceRefusesUnequalHosts) {
   for (const Status& status : statuses) {
     CHECK(status.code() == tfdist::StatusCode::kInvalidArgument);
     CHECK(status.message().find("same number of ranks on every host") != std::string::npos);
+  }
+}
+
+}  // namespace tfdist_test
+
+// ---- Hierarchical over each host's shared memory ----
+
+namespace tfdist_test {
+namespace {
+
+// One call (or `calls` calls in a row, each on inputs shifted by the call's
+// index) of HierarchicalAllreduceOverSharedMemory on every rank, each host's
+// ranks on a fake segment of their own with slots of `slot_bytes`, against
+// the sequential reference scaled by `scale`.
+void CheckOverSharedMemory(const HostLayout& layout, size_t count, DataType dtype, ReduceOp op,
+                           InProcessSendMode mode, size_t slot_bytes, int segments,
+                           bool separate_input, double scale = 1.0, int calls = 1) {
+  const int size = layout.size();
+  const std::string label = Describe(layout) + " count=" + std::to_string(count) + " " +
+                            tfdist::DataTypeName(dtype) + " " + tfdist::ReduceOpName(op) + " " +
+                            SendModeName(mode) + " slot=" + std::to_string(slot_bytes) +
+                            " segments=" + std::to_string(segments) +
+                            (separate_input ? " out of place" : "") +
+                            " scale=" + std::to_string(scale);
+  std::vector<std::unique_ptr<FakeSegment>> host_segments;
+  for (int host = 0; host < layout.host_count(); ++host) {
+    host_segments.push_back(std::make_unique<FakeSegment>(layout.ranks_per_host(), slot_bytes));
+  }
+  auto input_of = [&](int rank, int call) {
+    return MakeRankInput(dtype, op, (rank + call) % size, size, count);
+  };
+  std::vector<std::vector<Bytes>> results(size, std::vector<Bytes>(calls));
+  std::vector<std::vector<Bytes>> inputs(size, std::vector<Bytes>(calls));
+  InProcessFabric fabric(size, FabricOptions(mode));
+  const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& transport) {
+    const int rank = transport.rank();
+    const int host = layout.host_of(rank);
+    tfdist::SharedMemoryAllreduce host_memory(layout.local_rank(rank),
+                                              host_segments[host]->regions(), slot_bytes,
+                                              /*oversubscribed=*/true);
+    for (int call = 0; call < calls; ++call) {
+      inputs[rank][call] = input_of(rank, call);
+      Bytes& result = results[rank][call];
+      result = separate_input ? Bytes(inputs[rank][call].size(), 0xA5) : inputs[rank][call];
+      TFDIST_RETURN_IF_ERROR(tfdist::HierarchicalAllreduceOverSharedMemory(
+          host_memory, transport, layout, tfdist::CostModelPlanner(kNetwork),
+          separate_input ? inputs[rank][call].data() : result.data(), result.data(), count,
+          dtype, op, scale, segments));
+    }
+    return Status::OK();
+  });
+  for (int call = 0; call < calls; ++call) {
+    std::vector<Bytes> call_inputs;
+    for (int rank = 0; rank < size; ++rank) call_inputs.push_back(input_of(rank, call));
+    Bytes expected = SequentialReduce(call_inputs, count, dtype, op);
+    if (scale != 1.0) {
+      tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, count, scale);
+    }
+    for (int rank = 0; rank < size; ++rank) {
+      const std::string where = label + " call " + std::to_string(call) + " rank " +
+                                std::to_string(rank);
+      CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"), where);
+      if (!statuses[rank].ok()) continue;
+      CHECK_EQ_MSG(FirstMismatch(results[rank][call], expected, tfdist::DataTypeSize(dtype)),
+                   -1LL, where << ": first wrong element");
+      if (separate_input) {
+        CHECK_EQ_MSG(inputs[rank][call] == input_of(rank, call), true, where << ": input written");
+      }
+    }
+  }
+  CHECK_EQ_MSG(fabric.UndeliveredMessageCount(), size_t{0}, label << ": stray messages");
+}
+
+}  // namespace
+
+TFDIST_TEST(HierarchicalOverSharedMemoryMatchesReference) {
+  // Slots of 256 bytes: a few hundred elements take many chunks, so chunk
+  // c's phase across hosts overlaps chunk c + 1's; counts below the host's
+  // rank count leave parts empty; hosts of one rank copy their input.
+  const std::vector<HostLayout> layouts = {
+      HostLayout::Consecutive(4, 2), HostLayout::Consecutive(6, 3),
+      HostLayout::Consecutive(6, 2), HostLayout::Consecutive(8, 2),
+      HostLayout::Consecutive(3, 3), HostLayout::FromHostLabels({0, 1, 0, 1})};
+  for (const HostLayout& layout : layouts) {
+    for (size_t count : {size_t{1}, size_t{3}, size_t{64}, size_t{65}, size_t{1000}}) {
+      for (int segments : {0, 1, 3, 1000}) {
+        CheckOverSharedMemory(layout, count, DataType::kFloat32, ReduceOp::kSum,
+                              InProcessSendMode::kRendezvous, 256, segments,
+                              /*separate_input=*/segments % 2 == 1);
+      }
+    }
+  }
+  for (DataType dtype : ReducibleDataTypes()) {
+    for (ReduceOp op : AllReduceOps()) {
+      CheckOverSharedMemory(HostLayout::Consecutive(4, 2), 1001, dtype, op,
+                            InProcessSendMode::kBuffered, 512, 0, true);
+      CheckOverSharedMemory(HostLayout::Consecutive(6, 3), 37, dtype, op,
+                            InProcessSendMode::kRendezvous, 64, 5, false);
+    }
+  }
+  // Large parts across hosts (the bandwidth algorithms) in the default slot.
+  CheckOverSharedMemory(HostLayout::Consecutive(4, 2), 1000003, DataType::kFloat32,
+                        ReduceOp::kSum, InProcessSendMode::kRendezvous, size_t{1} << 20, 0,
+                        false);
+}
+
+TFDIST_TEST(HierarchicalOverSharedMemoryScalesWhileCopyingOut) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                         DataType::kInt32}) {
+    CheckOverSharedMemory(HostLayout::Consecutive(4, 2), 999, dtype, ReduceOp::kSum,
+                          InProcessSendMode::kBuffered, 256, 0, true, 0.25);
+    CheckOverSharedMemory(HostLayout::Consecutive(6, 2), 999, dtype, ReduceOp::kSum,
+                          InProcessSendMode::kRendezvous, 256, 4, false, 0.1);
+  }
+}
+
+TFDIST_TEST(HierarchicalOverSharedMemoryKeepsStepAcrossCalls) {
+  // Many calls in a row on the same segments, of sizes that end on either
+  // slot: a rank that runs ahead into the next call must not refill a slot
+  // a peer of its host still copies out.
+  for (size_t count : {size_t{7}, size_t{100}, size_t{129}}) {
+    CheckOverSharedMemory(HostLayout::Consecutive(6, 2), count, DataType::kInt32,
+                          ReduceOp::kSum, InProcessSendMode::kRendezvous, 128, 0, true, 1.0,
+                          25);
+  }
+}
+
+TFDIST_TEST(HierarchicalOverSharedMemoryRefusesAnotherHostsSegment) {
+  // A segment of the wrong size for the host, and one host only: named.
+  const HostLayout two_by_two = HostLayout::Consecutive(4, 2);
+  FakeSegment four(4, 256);
+  const std::vector<Status> statuses = RunOnThreads(4, [&](Transport& transport) {
+    FakeSegment three(3, 256);
+    tfdist::SharedMemoryAllreduce wrong_size(0, three.regions(), 256, true, 1);
+    float value = 1.0f;
+    return tfdist::HierarchicalAllreduceOverSharedMemory(
+        wrong_size, transport, two_by_two, tfdist::CostModelPlanner(kNetwork), &value, &value,
+        1, DataType::kFloat32, ReduceOp::kSum, 1.0);
+  });
+  for (const Status& status : statuses) {
+    CHECK(status.code() == tfdist::StatusCode::kInvalidArgument);
+    CHECK(status.message().find("is not this rank's host") != std::string::npos);
+  }
+  const std::vector<Status> one_host = RunOnThreads(4, [&](Transport& transport) {
+    tfdist::SharedMemoryAllreduce whole(transport.rank(), four.regions(), 256, true, 1);
+    float value = 1.0f;
+    return tfdist::HierarchicalAllreduceOverSharedMemory(
+        whole, transport, HostLayout(4), tfdist::CostModelPlanner(kNetwork), &value, &value, 1,
+        DataType::kFloat32, ReduceOp::kSum, 1.0);
+  });
+  for (const Status& status : one_host) {
+    CHECK(status.code() == tfdist::StatusCode::kInvalidArgument);
   }
 }
 

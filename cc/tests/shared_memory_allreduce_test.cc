@@ -21,6 +21,7 @@
 #include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/numeric/convert.h"
 #include "cc/core/numeric/reduction.h"
+#include "cc/tests/fake_segment.h"
 #include "cc/tests/test_data.h"
 #include "cc/tests/test_harness.h"
 
@@ -32,26 +33,6 @@ using tfdist::DataTypeSize;
 using tfdist::ReduceOp;
 using tfdist::SharedMemoryAllreduce;
 using tfdist::Status;
-
-// Zeroed, 64-byte aligned regions for `size` ranks, as SharedSegment maps.
-class FakeSegment {
- public:
-  FakeSegment(int size, size_t slot_bytes)
-      : stride_((SharedMemoryAllreduce::RegionBytes(slot_bytes) + 63) / 64 * 64),
-        memory_(static_cast<char*>(std::aligned_alloc(64, stride_ * size))) {
-    std::memset(memory_.get(), 0, stride_ * size);
-    for (int q = 0; q < size; ++q) regions_.push_back(memory_.get() + q * stride_);
-  }
-  const std::vector<char*>& regions() const { return regions_; }
-
- private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  size_t stride_;
-  std::unique_ptr<char, Free> memory_;
-  std::vector<char*> regions_;
-};
 
 // Runs `body(allreduce)` on one thread per rank; returns each rank's status.
 std::vector<Status> RunRanks(int size, size_t slot_bytes,

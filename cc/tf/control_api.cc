@@ -43,6 +43,7 @@ constexpr Counter kCounters[] = {
     TFDIST_COUNTER(cached_rounds),
     TFDIST_COUNTER(errors),
     TFDIST_COUNTER(bytes_sent),
+    TFDIST_COUNTER(bytes_through_shared_memory),
     TFDIST_PHASE(arrival),
     TFDIST_PHASE(pickup),
     TFDIST_PHASE(negotiation),

@@ -1,6 +1,7 @@
 """Every collective, dtype, op and algorithm under mpirun, checked against numpy.
 
-One job per run (np = 1 to 4, and 4 ranks on two emulated hosts) runs every check
+One job per run (np = 1 to 4, and 4 ranks on two emulated hosts, with and without
+shared memory within each host) runs every check
 tests/workers/collectives_worker.py registers; test_collectives_check makes one test
 of each check of each run, and test_collectives_match_numpy checks each job as a whole.
 """
@@ -14,9 +15,11 @@ WORKER = "collectives_worker.py"
 # Two virtual hosts of two ranks, joined by emulated 10 Gb/s links.
 EMULATED_HOSTS = {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1.25e9",
                   "TFDIST_EMULATED_LATENCY": "20e-6"}
-# name: (np, env)
+# name: (np, env). Across hosts, hierarchical allreduce runs its phases within a host
+# on each host's shared segment, or, with TFDIST_SHARED_MEMORY=0, as messages.
 RUNS = {"np1": (1, {}), "np2": (2, {}), "np3": (3, {}), "np4": (4, {}),
-        "np4-emulated-hosts": (4, EMULATED_HOSTS)}
+        "np4-emulated-hosts": (4, EMULATED_HOSTS),
+        "np4-emulated-hosts-messages": (4, {**EMULATED_HOSTS, "TFDIST_SHARED_MEMORY": "0"})}
 
 
 @pytest.fixture(scope="module")

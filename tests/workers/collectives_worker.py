@@ -113,13 +113,24 @@ def check_hierarchical_pipelined(rank, size):
     # Large enough for several pipeline segments on virtual hosts (segments
     # of at least 2 MiB), with uneven segments and shards; the input must be
     # read where it lies and left as it was.
+    # Across virtual hosts of two ranks or more, the phases within a host run on the
+    # host's shared segment, where each rank copies (k-1)/k of the buffer for its k-1
+    # peers (tfdist.stats()'s bytes_through_shared_memory); on one host, none.
     n = 3_000_007
     base = (np.arange(n) % 7 + 1).astype(np.float32)
+    hosts = int(os.environ.get("TFDIST_VIRTUAL_HOSTS", "1"))
+    per_host = size // hosts
+    host_segments = (hosts > 1 and per_host > 1
+                     and os.environ.get("TFDIST_SHARED_MEMORY", "1") != "0")
     for dtype, op in ((tf.float32, tfdist.Sum), (tf.float32, tfdist.Average),
                       (tf.int32, tfdist.Max)):
         x = tf.constant((rank + 1) * base, dtype=dtype)
+        copied_before = tfdist.stats()["bytes_through_shared_memory"]
         y = tfdist.allreduce(x, op=op, algorithm="hierarchical",
                              name=f"hierarchical.pipelined.{dtype.name}.{op.name}")
+        copied = tfdist.stats()["bytes_through_shared_memory"] - copied_before
+        expected_copied = (per_host - 1) * 4 * n // per_host if host_segments else 0
+        assert copied == expected_copied, (copied, expected_copied, hosts, per_host)
         factors = {tfdist.Sum: size * (size + 1) / 2, tfdist.Average: (size + 1) / 2,
                    tfdist.Max: size}
         np.testing.assert_allclose(y.numpy(), factors[op] * base, rtol=1e-6,

@@ -203,13 +203,9 @@ Status RunPipelined(HierarchicalRun& run) {
   return result;
 }
 
-}  // namespace
-
-Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
-                             const HierarchicalPlanner& planner, const void* input,
-                             void* output, size_t count, DataType dtype, ReduceOp op,
-                             int segments) {
-  TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
+// What both forms check before they run: `layout` fits `transport` and is
+// uniform.
+Status CheckLayout(const Transport& transport, const HostLayout& layout) {
   if (layout.size() != transport.size()) {
     return Status::InvalidArgument("hierarchical allreduce: the host layout has " +
                                    std::to_string(layout.size()) + " ranks, the group " +
@@ -220,6 +216,57 @@ Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
         "hierarchical allreduce needs the same number of ranks on every host; "
         "use a flat algorithm (or TFDIST_VIRTUAL_HOSTS) for this job");
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
+                                             Transport& transport, const HostLayout& layout,
+                                             const HierarchicalPlanner& planner,
+                                             const void* input, void* output, size_t count,
+                                             DataType dtype, ReduceOp op, double result_scale,
+                                             int segments) {
+  TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
+  TFDIST_RETURN_IF_ERROR(CheckLayout(transport, layout));
+  const int local_rank = layout.local_rank(transport.rank());
+  if (layout.host_count() < 2 || host_memory.size() != layout.ranks_per_host() ||
+      host_memory.rank() != local_rank) {
+    return Status::InvalidArgument(
+        "hierarchical allreduce over shared memory: the segment's group (rank " +
+        std::to_string(host_memory.rank()) + " of " + std::to_string(host_memory.size()) +
+        ") is not this rank's host (local rank " + std::to_string(local_rank) + " of " +
+        std::to_string(layout.ranks_per_host()) + ", " + std::to_string(layout.host_count()) +
+        " hosts)");
+  }
+  if (count == 0) return Status::OK();
+  const size_t element = DataTypeSize(dtype);
+  const size_t bytes = count * element;
+  if (segments <= 0) segments = planner.Segments(layout, bytes);
+  segments = static_cast<int>(std::min<size_t>(static_cast<size_t>(segments), count));
+  // Every rank of every host cuts the same chunks, so a cross group's ranks
+  // hold parts of the same size; the algorithm is chosen for the first
+  // chunk's part, as the message form chooses for its first shard.
+  const size_t chunk_count =
+      std::min((count + segments - 1) / segments, host_memory.slot_bytes() / element);
+  const size_t part_count = ChunkBegin(chunk_count, layout.ranks_per_host(), local_rank + 1) -
+                            ChunkBegin(chunk_count, layout.ranks_per_host(), local_rank);
+  const AllreduceAlgorithm cross_algorithm =
+      planner.CrossAlgorithm(layout.host_count(), part_count * element);
+  SubgroupTransport cross(transport, layout.CrossGroup(local_rank));
+  const RingSpan span{bytes, static_cast<unsigned char*>(output),
+                      input == output ? nullptr : static_cast<const unsigned char*>(input)};
+  return host_memory.AllreduceSpansAcrossHosts(
+      {span}, dtype, op, result_scale, chunk_count * element,
+      [&](void* part, size_t n) { return RunAllreduce(cross_algorithm, cross, part, n, dtype, op); });
+}
+
+Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
+                             const HierarchicalPlanner& planner, const void* input,
+                             void* output, size_t count, DataType dtype, ReduceOp op,
+                             int segments) {
+  TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
+  TFDIST_RETURN_IF_ERROR(CheckLayout(transport, layout));
   if (count == 0) return Status::OK();
   if (transport.size() == 1) {
     if (input != output) std::memcpy(output, input, count * DataTypeSize(dtype));

@@ -6,6 +6,7 @@
 #include "cc/core/base/data_type.h"
 #include "cc/core/base/status.h"
 #include "cc/core/collectives/algorithm.h"
+#include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/transport/host_layout.h"
 #include "cc/core/transport/transport.h"
 
@@ -35,6 +36,21 @@ class HierarchicalPlanner {
 Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,
                              const HierarchicalPlanner& planner, const void* input, void* output,
                              size_t count, DataType dtype, ReduceOp op, int segments = 0);
+
+// The same with the phases within a host on the host's shared memory
+// (shared_memory_allreduce.h, AllreduceSpansAcrossHosts): `host_memory`
+// runs over this rank's host's ranks, in local-rank order, on a segment of
+// their own. The phase across hosts goes over `transport` (whose ranks
+// `layout` describes; more than one host) with the planner's flat
+// algorithm, a chunk at a time, each chunk (the planner's segment, at most
+// a slot) overlapping the next one's reduction within the host. Scales the
+// result by `result_scale` while copying it out. `segments` as above.
+Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
+                                             Transport& transport, const HostLayout& layout,
+                                             const HierarchicalPlanner& planner,
+                                             const void* input, void* output, size_t count,
+                                             DataType dtype, ReduceOp op, double result_scale,
+                                             int segments = 0);
 
 // In place.
 inline Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,

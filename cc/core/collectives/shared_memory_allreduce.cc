@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "cc/core/collectives/chunk_layout.h"
+#include "cc/core/collectives/side_thread.h"
 #include "cc/core/numeric/convert.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/transport/polite_wait.h"
@@ -39,6 +41,7 @@ bool ProcessExists(int64_t pid) {
 struct SharedMemoryAllreduce::Control {
   alignas(kCacheLine) std::atomic<uint64_t> arrived;
   alignas(kCacheLine) std::atomic<uint64_t> reduced;
+  alignas(kCacheLine) std::atomic<uint64_t> copied;
   alignas(kCacheLine) std::atomic<int64_t> pid;
 };
 
@@ -142,13 +145,89 @@ const unsigned char* SourceOf(const RingSpan& span) {
 
 }  // namespace
 
+size_t SharedMemoryAllreduce::PartBegin(size_t n, int q) const {
+  return ChunkBegin(n, size(), q);
+}
+
+// Step 1: the parts the peers reduce. The slot last held round - 2, which
+// every peer has copied out once its `copied` counter says so.
+Status SharedMemoryAllreduce::FillSlot(const std::vector<RingSpan>& spans, const Chunk& chunk) {
+  const uint64_t refilled = chunk.round >= 2 ? chunk.round - 2 : 0;
+  TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::copied, refilled, "copy a chunk out"));
+  char* mine = slot(rank_, chunk.round);
+  for (int q = 0; q < size(); ++q) {
+    if (q == rank_) continue;
+    ForEachPiece(spans, chunk.done + PartBegin(chunk.n, q) * chunk.element,
+                 chunk.done + PartBegin(chunk.n, q + 1) * chunk.element,
+                 [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                   std::memcpy(mine + (at - chunk.done), SourceOf(span) + offset, bytes);
+                 });
+  }
+  control(rank_).arrived.store(chunk.round, std::memory_order_release);
+  return Status::OK();
+}
+
+// Step 2: this rank's part, from its input and every peer's slot, into its
+// own slot, the last reduction scaled by `factor`.
+Status SharedMemoryAllreduce::ReducePart(const std::vector<RingSpan>& spans, const Chunk& chunk,
+                                         DataType dtype, ReduceOp op, double factor) {
+  TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::arrived, chunk.round, "fill its slot"));
+  const int p = size();
+  const size_t element = chunk.element;
+  char* mine = slot(rank_, chunk.round);
+  const size_t begin = PartBegin(chunk.n, rank_) * element;
+  const size_t part = PartBegin(chunk.n, rank_ + 1) - PartBegin(chunk.n, rank_);
+  if (p == 1) {  // a host of one rank across hosts: its part is its input
+    ForEachPiece(spans, chunk.done, chunk.done + part * element,
+                 [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                   ConvertScaled(SourceOf(span) + offset, dtype, mine + (at - chunk.done), dtype,
+                                 bytes / element, factor);
+                 });
+  }
+  for (int step = 1; step < p; ++step) {
+    const int q = (rank_ + step) % p;
+    const char* theirs = slot(q, chunk.round);
+    const double step_factor = step == p - 1 ? factor : 1.0;
+    if (step == 1) {
+      ForEachPiece(spans, chunk.done + begin, chunk.done + begin + part * element,
+                   [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                     ReduceOutOfPlace(mine + (at - chunk.done), SourceOf(span) + offset,
+                                      theirs + (at - chunk.done), bytes / element, dtype, op,
+                                      step_factor);
+                   });
+    } else if (step_factor != 1.0) {
+      ReduceIntoScaled(mine + begin, theirs + begin, part, dtype, op, step_factor);
+    } else {
+      ReduceInto(mine + begin, theirs + begin, part, dtype, op);
+    }
+  }
+  return Status::OK();
+}
+
+// Step 3: every rank's final part into the output, scaled by `factor`.
+Status SharedMemoryAllreduce::CopyOut(const std::vector<RingSpan>& spans, const Chunk& chunk,
+                                      DataType dtype, double factor) {
+  TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::reduced, chunk.round, "reduce its part"));
+  for (int step = 0; step < size(); ++step) {
+    const int q = (rank_ + step) % size();
+    const char* reduced = slot(q, chunk.round);
+    ForEachPiece(spans, chunk.done + PartBegin(chunk.n, q) * chunk.element,
+                 chunk.done + PartBegin(chunk.n, q + 1) * chunk.element,
+                 [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
+                   ConvertScaled(reduced + (at - chunk.done), dtype, span.data + offset, dtype,
+                                 bytes / chunk.element, factor);
+                 });
+  }
+  control(rank_).copied.store(chunk.round, std::memory_order_release);
+  return Status::OK();
+}
+
 Status SharedMemoryAllreduce::AllreduceSpans(const std::vector<RingSpan>& spans, DataType dtype,
                                              ReduceOp op, double result_scale) {
   const size_t element = DataTypeSize(dtype);
-  const int p = size();
   size_t total = 0;
   for (const RingSpan& span : spans) total += span.bytes;
-  if (p == 1) {
+  if (size() == 1) {
     for (const RingSpan& span : spans) {
       ConvertScaled(SourceOf(span), dtype, span.data, dtype, span.bytes / element, result_scale);
     }
@@ -156,58 +235,63 @@ Status SharedMemoryAllreduce::AllreduceSpans(const std::vector<RingSpan>& spans,
   }
   const size_t chunk_bytes = slot_bytes_ / element * element;
   for (size_t done = 0; done < total; done += chunk_bytes) {
-    const size_t n = std::min(chunk_bytes, total - done) / element;
-    const uint64_t round = ++round_;
-    // Byte offsets of rank q's part within the chunk.
-    auto part_begin = [n, p, element](int q) { return n * static_cast<size_t>(q) / p * element; };
-    // Step 1: the parts the peers reduce. The slot last held round - 2,
-    // which every peer has copied out once it arrives in round - 1.
-    TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::arrived, round - 1, "start a chunk"));
-    char* mine = slot(rank_, round);
-    for (int q = 0; q < p; ++q) {
-      if (q == rank_) continue;
-      ForEachPiece(spans, done + part_begin(q), done + part_begin(q + 1),
-                   [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
-                     std::memcpy(mine + (at - done), SourceOf(span) + offset, bytes);
-                   });
-    }
-    control(rank_).arrived.store(round, std::memory_order_release);
-
-    // Step 2: this rank's part, from its input and every peer's slot.
-    TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::arrived, round, "fill its slot"));
-    const size_t begin = part_begin(rank_);
-    const size_t part = (part_begin(rank_ + 1) - begin) / element;
-    for (int step = 1; step < p; ++step) {
-      const int q = (rank_ + step) % p;
-      const char* theirs = slot(q, round);
-      const double factor = step == p - 1 ? result_scale : 1.0;
-      if (step == 1) {
-        ForEachPiece(spans, done + begin, done + begin + part * element,
-                     [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
-                       ReduceOutOfPlace(mine + (at - done), SourceOf(span) + offset,
-                                        theirs + (at - done), bytes / element, dtype, op,
-                                        factor);
-                     });
-      } else if (factor != 1.0) {
-        ReduceIntoScaled(mine + begin, theirs + begin, part, dtype, op, factor);
-      } else {
-        ReduceInto(mine + begin, theirs + begin, part, dtype, op);
-      }
-    }
-    control(rank_).reduced.store(round, std::memory_order_release);
-
-    // Step 3: every rank's reduced part into the output.
-    TFDIST_RETURN_IF_ERROR(WaitForPeers(&Control::reduced, round, "reduce its part"));
-    for (int step = 0; step < p; ++step) {
-      const int q = (rank_ + step) % p;
-      const char* reduced = slot(q, round);
-      ForEachPiece(spans, done + part_begin(q), done + part_begin(q + 1),
-                   [&](const RingSpan& span, size_t offset, size_t bytes, size_t at) {
-                     std::memcpy(span.data + offset, reduced + (at - done), bytes);
-                   });
-    }
+    const Chunk chunk{++round_, done, std::min(chunk_bytes, total - done) / element, element};
+    TFDIST_RETURN_IF_ERROR(FillSlot(spans, chunk));
+    TFDIST_RETURN_IF_ERROR(ReducePart(spans, chunk, dtype, op, result_scale));
+    control(rank_).reduced.store(chunk.round, std::memory_order_release);
+    TFDIST_RETURN_IF_ERROR(CopyOut(spans, chunk, dtype, 1.0));
   }
   return Status::OK();
+}
+
+Status SharedMemoryAllreduce::AllreduceSpansAcrossHosts(const std::vector<RingSpan>& spans,
+                                                        DataType dtype, ReduceOp op,
+                                                        double result_scale,
+                                                        size_t chunk_bytes,
+                                                        const CrossPhase& cross) {
+  const size_t element = DataTypeSize(dtype);
+  size_t total = 0;
+  for (const RingSpan& span : spans) total += span.bytes;
+  chunk_bytes = std::clamp(chunk_bytes / element * element, element, slot_bytes_ / element * element);
+  SideThread& side = CallersSideThread();
+  // Chunk c's phase across hosts runs on the side thread while this thread
+  // fills and reduces chunk c + 1; then this thread copies chunk c out. Two
+  // slots are enough: chunk c + 2 refills chunk c's slot only once every
+  // rank of the host has copied chunk c out (FillSlot).
+  struct InFlight {
+    Chunk chunk;
+    std::future<Status> crossed;
+  };
+  std::vector<InFlight> in_flight;
+  Status result;
+  auto finish = [&](InFlight& chunk) -> Status {
+    const Status crossed = chunk.crossed.get();
+    TFDIST_RETURN_IF_ERROR(crossed);
+    return CopyOut(spans, chunk.chunk, dtype, result_scale);
+  };
+  for (size_t done = 0; done < total && result.ok(); done += chunk_bytes) {
+    const Chunk chunk{++round_, done, std::min(chunk_bytes, total - done) / element, element};
+    result = FillSlot(spans, chunk);
+    if (result.ok()) result = ReducePart(spans, chunk, dtype, op, 1.0);
+    if (!result.ok()) break;
+    char* part = slot(rank_, chunk.round) + PartBegin(chunk.n, rank_) * element;
+    const size_t part_count = PartBegin(chunk.n, rank_ + 1) - PartBegin(chunk.n, rank_);
+    Control& mine = control(rank_);
+    in_flight.push_back({chunk, side.Submit([&cross, &mine, part, part_count, round = chunk.round] {
+                           TFDIST_RETURN_IF_ERROR(cross(part, part_count));
+                           mine.reduced.store(round, std::memory_order_release);
+                           return Status::OK();
+                         })});
+    if (in_flight.size() >= 2) result = finish(in_flight[in_flight.size() - 2]);
+  }
+  if (result.ok() && !in_flight.empty()) result = finish(in_flight.back());
+  // Even after a failure, no task may outlive the buffers it works on.
+  for (InFlight& chunk : in_flight) {
+    if (!chunk.crossed.valid()) continue;
+    const Status status = chunk.crossed.get();
+    if (result.ok()) result = status;
+  }
+  return result;
 }
 
 }  // namespace tfdist

@@ -10,7 +10,7 @@
 //      every peer's slot's part r, scaled, into its own slot's part r, and
 //      says so (`reduced`);
 //   3. once every peer has reduced, copies each rank's reduced part from
-//      that rank's slot into its output.
+//      that rank's slot into its output, and says so (`copied`).
 // Each element is reduced (and scaled) by one rank, so every rank ends with
 // the same bits. Per rank that is one read of the input, a (P−1)/P write into
 // the slot, the reduction of 1/P, and one write of the output: the memory
@@ -20,8 +20,17 @@
 //
 // Consecutive chunks alternate between the two slots, so that a rank can
 // fill one while a slower peer still copies the other out: before rank r
-// refills a slot used in round k−2, every peer must have arrived in round
-// k−1, which it does only after copying round k−2's results out.
+// refills a slot used in round k−2, every peer must have copied round k−2's
+// results out (its `copied` counter).
+//
+// Across hosts (AllreduceSpansAcrossHosts, the intra-host phases of
+// hierarchical allreduce on a host's own segment): between steps 2 and 3,
+// each rank allreduces its reduced part with the ranks of the same local
+// rank on the other hosts, on the caller's side thread, while the calling
+// thread fills and reduces the next chunk; only then does it say `reduced`.
+// Per rank that replaces the two message phases within the host (a ring's
+// reduce-scatter and allgather: each byte copied into MPI's buffers and out
+// again) by one write into the slot and one read out of it.
 //
 // Waits poll the peers' counters politely (polite_wait.h), and past a second
 // check that the peer's process still exists: a peer that died makes the
@@ -34,6 +43,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cc/core/base/data_type.h"
@@ -66,6 +76,7 @@ class SharedMemoryAllreduce {
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(regions_.size()); }
+  size_t slot_bytes() const { return slot_bytes_; }
 
   // output = (op over the ranks' inputs) × result_scale; `input == output`
   // is in place, otherwise they must not overlap. Precondition:
@@ -80,6 +91,24 @@ class SharedMemoryAllreduce {
   Status AllreduceSpans(const std::vector<RingSpan>& spans, DataType dtype, ReduceOp op,
                         double result_scale = 1.0);
 
+  // The phase across hosts for one chunk: `part` holds `count` elements of
+  // this rank's part, reduced over its host; the call leaves them reduced
+  // over every host (the same bits on every rank that holds that part).
+  // Runs on the caller's side thread (side_thread.h), one chunk at a time,
+  // in order.
+  using CrossPhase = std::function<Status(void* part, size_t count)>;
+
+  // The same reduction over every host: the ranks of this object's group
+  // (one host's) reduce each chunk as AllreduceSpans does, `cross` takes
+  // each rank's part across hosts, and every rank copies the chunk out
+  // scaled by `result_scale`. Chunks of `chunk_bytes` (rounded down to
+  // whole elements, at least one, at most the slot), the same on every
+  // rank of every host so that the parts across hosts match. Chunk c's
+  // `cross` overlaps chunk c + 1's steps 1 and 2.
+  Status AllreduceSpansAcrossHosts(const std::vector<RingSpan>& spans, DataType dtype,
+                                   ReduceOp op, double result_scale, size_t chunk_bytes,
+                                   const CrossPhase& cross);
+
  private:
   struct Control;
   Control& control(int q) const;
@@ -87,6 +116,22 @@ class SharedMemoryAllreduce {
   // Until every peer's `counter` is at least `round`.
   Status WaitForPeers(std::atomic<uint64_t> Control::*counter, uint64_t round,
                       const char* step);
+  // One chunk of a call: its round, its first byte in the spans taken as
+  // one vector, its element count and the element's size.
+  struct Chunk {
+    uint64_t round;
+    size_t done;
+    size_t n;
+    size_t element;
+  };
+  // First element of rank q's part of a chunk of n elements.
+  size_t PartBegin(size_t n, int q) const;
+  // The three steps of the file comment, each after its wait.
+  Status FillSlot(const std::vector<RingSpan>& spans, const Chunk& chunk);
+  Status ReducePart(const std::vector<RingSpan>& spans, const Chunk& chunk, DataType dtype,
+                    ReduceOp op, double factor);
+  Status CopyOut(const std::vector<RingSpan>& spans, const Chunk& chunk, DataType dtype,
+                 double factor);
 
   const int rank_;
   const std::vector<char*> regions_;

@@ -14,6 +14,7 @@
 #include "cc/core/collectives/allreduce.h"
 #include "cc/core/collectives/alltoall.h"
 #include "cc/core/collectives/broadcast.h"
+#include "cc/core/collectives/hierarchical_allreduce.h"
 #include "cc/core/numeric/reduction.h"
 #include "cc/core/collectives/reducescatter.h"
 #include "cc/core/collectives/ring_allreduce.h"
@@ -78,8 +79,14 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
           "the 'shm' allreduce algorithm cannot run in this job, because " +
           shared_memory_.unavailable);
     }
-    CountSharedMemoryBytes(count * DataTypeSize(dtype));
+    CountSharedMemoryBytes(count * DataTypeSize(dtype), transport_.size());
     return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
+  }
+  if (algorithm == AllreduceAlgorithm::kHierarchical && shared_memory_.host_allreduce != nullptr) {
+    CountSharedMemoryBytes(count * DataTypeSize(dtype), shared_memory_.host_allreduce->size());
+    return HierarchicalAllreduceOverSharedMemory(*shared_memory_.host_allreduce, wire_, hosts_,
+                                                 CostModelPlanner(network_), input, output,
+                                                 count, dtype, op, result_scale);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
@@ -354,7 +361,7 @@ Status CollectiveExecutor::WhereTheyLie(const std::vector<Request*>& group,
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
     if (algorithm == AllreduceAlgorithm::kSharedMemory) {
-      CountSharedMemoryBytes(bytes);
+      CountSharedMemoryBytes(bytes, transport_.size());
       TFDIST_RETURN_IF_ERROR(
           shared_memory_.allreduce->AllreduceSpans(spans, d.dtype, d.op, d.postscale));
     } else {
@@ -494,11 +501,13 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   return Status::OK();
 }
 
-void CollectiveExecutor::CountSharedMemoryBytes(size_t bytes) {
+void CollectiveExecutor::CountSharedMemoryBytes(size_t bytes, int sharing) {
   // Nothing goes through the transport: count what this rank copies into
-  // its slot for the others, (P-1)/P of the buffer.
-  const uint64_t p = static_cast<uint64_t>(transport_.size());
-  stats_.bytes_sent += (p - 1) * bytes / p;
+  // its slot for the others, (P-1)/P of the buffer among P ranks sharing it.
+  const uint64_t p = static_cast<uint64_t>(sharing);
+  const uint64_t copied = (p - 1) * bytes / p;
+  stats_.bytes_sent += copied;
+  stats_.bytes_through_shared_memory += copied;
 }
 
 void CollectiveExecutor::CountSaved(uint64_t sent_before, const TensorDescription& d) {

@@ -51,6 +51,10 @@ struct SharedMemoryLink {
   SharedMemoryAllreduce* allreduce = nullptr;  // null: not available, for `unavailable`
   // Why not, for the error a forced "shm" gets; a phrase after "because".
   std::string unavailable = "this runtime has no shared memory segment";
+  // Over this rank's host's ranks on a segment of their own, where the job
+  // spans hosts (host_shared_memory.h): hierarchical allreduce runs its
+  // phases within a host on it. Null: those phases send messages.
+  SharedMemoryAllreduce* host_allreduce = nullptr;
 };
 
 class CollectiveExecutor {
@@ -195,8 +199,9 @@ class CollectiveExecutor {
   // wire type; the reduction's identity for a stand-in (join_state.h).
   void CopyIn(const Request& request, void* destination, DataType accumulation,
               size_t count);
-  // What the "shm" algorithm counts as sent for `bytes` reduced.
-  void CountSharedMemoryBytes(size_t bytes);
+  // What a reduction of `bytes` on a segment that `sharing` ranks share
+  // counts as sent.
+  void CountSharedMemoryBytes(size_t bytes, int sharing);
   // Counts what a compressed collective that sent the wire bytes since
   // `sent_before` saved against sending full-width elements.
   void CountSaved(uint64_t sent_before, const TensorDescription& d);

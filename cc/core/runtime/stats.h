@@ -19,6 +19,10 @@ struct Stats {
   // (tfdist.stats()'s bytes_uncompressed is the sum of the two).
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_saved_by_compression{0};
+  // Of bytes_sent, those copied into a shared segment for the ranks of this
+  // rank's host instead of sent (the "shm" algorithm, and hierarchical's
+  // phases within a host on the host's segment).
+  std::atomic<uint64_t> bytes_through_shared_memory{0};
   std::atomic<uint64_t> allgather_calls{0};
   std::atomic<uint64_t> broadcast_calls{0};
   std::atomic<uint64_t> alltoall_calls{0};
