@@ -149,14 +149,18 @@ FORCED_MPI = "forced_mpi"
 
 
 def _forced_algorithms(comm) -> List[str]:
-    """The algorithms a user can force on this job: hierarchical only across hosts,
-    "shm" only within one (where TFDIST_SHARED_MEMORY leaves it on); "mpi" (as
+    """The algorithms a user can force on this job: hierarchical only across hosts
+    (and "hierarchical_shm" where each host has two ranks or more), "shm" only within
+    one (both where TFDIST_SHARED_MEMORY leaves shared memory on); "mpi" (as
     FORCED_MPI) except over emulated links, which it would bypass."""
     import tfdist
     forced = list(FORCED_ALGORITHMS)
     settings = tfdist.RuntimeSettings.from_environment()
-    if comm.bcast(_host_count() if comm.rank == 0 else None) > 1:
+    hosts = comm.bcast(_host_count() if comm.rank == 0 else None)
+    if hosts > 1:
         forced.append("hierarchical")
+        if settings.shared_memory and comm.size // hosts > 1:
+            forced.append("hierarchical_shm")
     elif settings.shared_memory:
         forced.append("shm")
     if not settings.emulated_bandwidth:
@@ -297,6 +301,8 @@ def _link_ratios(row: Dict[str, Any], forced: List[str]) -> Dict[str, float]:
     ratios: Dict[str, float] = {}
     if "hierarchical" in forced:
         ratios["hierarchical_vs_ring"] = row["hierarchical_us"] / row["ring_us"]
+    if "hierarchical_shm" in forced:
+        ratios["hierarchical_shm_vs_ring"] = row["hierarchical_shm_us"] / row["ring_us"]
     settings = tfdist.RuntimeSettings.from_environment()
     if settings.emulated_bandwidth and settings.emulated_latency:
         ratios["tree_minus_butterfly_in_latencies"] = (
@@ -372,6 +378,7 @@ def _summary_auto_vs_forced(document: Dict[str, Any]) -> str:
             lines.append(f"| {_human(r['bytes'])} | "
                          + " | ".join(f"{r['cores_busy'][m]:.2f}" for m in methods) + " |")
     for key, what in (("hierarchical_vs_ring", "hierarchical / ring"),
+                      ("hierarchical_shm_vs_ring", "hierarchical_shm / ring"),
                       ("tree_minus_butterfly_in_latencies",
                        "(tree - butterfly) in emulated latencies L")):
         cells = [f"{_human(r['bytes'])} {r[key]:.2f}" for r in rows if key in r]

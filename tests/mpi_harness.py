@@ -45,6 +45,19 @@ def shared_memory_expected() -> bool:
     return settings.shared_memory and not settings.virtual_hosts
 
 
+def host_shared_memory_expected() -> bool:
+    """Whether this worker's job has the "hierarchical_shm" allreduce algorithm: on one
+    host, as the flat "shm" (shared_memory_expected); across virtual hosts, where each
+    has two ranks or more and the settings leave shared memory on."""
+    from mpi4py import MPI
+    from tfdist.config import RuntimeSettings
+    settings = RuntimeSettings.from_environment()
+    if not settings.virtual_hosts:
+        return shared_memory_expected()
+    return (settings.shared_memory and settings.virtual_hosts > 1
+            and MPI.COMM_WORLD.size // settings.virtual_hosts > 1)
+
+
 def mpi_environment(extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
     env = dict(os.environ)
     env.update({

@@ -196,20 +196,18 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
                    links.shared_memory.unavailable.c_str());
     }
   }
-  if (config.shared_memory && links.shared_memory.allreduce == nullptr) {
-    std::string why_not;
-    TFDIST_RETURN_IF_ERROR(MapHostSharedMemory(*mpi->transport, *mpi->control_plane,
-                                               topology->hosts, machine.hosts, oversubscribed,
-                                               &mpi->host_shared_memory, &why_not));
+  if (!config.shared_memory) {
+    links.shared_memory.host_unavailable = WhyNoSharedMemory(config, machine.hosts);
+  } else {
+    TFDIST_RETURN_IF_ERROR(MapHostSharedMemory(
+        *mpi->transport, *mpi->control_plane, topology->hosts, machine.hosts, oversubscribed,
+        &mpi->host_shared_memory, &links.shared_memory.host_unavailable));
     links.shared_memory.host_allreduce = mpi->host_shared_memory.allreduce.get();
-    if (config.debug_log && topology->hosts.host_count() > 1) {
-      if (links.shared_memory.host_allreduce != nullptr) {
-        std::fprintf(stderr, "tfdist: hierarchical allreduce reduces within each host on the "
-                             "host's shared memory segment\n");
-      } else {
-        std::fprintf(stderr, "tfdist: no shared memory segment per host (%s); hierarchical "
-                             "allreduce sends messages within a host\n", why_not.c_str());
-      }
+    if (config.debug_log && topology->hosts.host_count() > 1 &&
+        links.shared_memory.host_allreduce == nullptr) {
+      std::fprintf(stderr, "tfdist: no shared memory segment per host (%s); the "
+                           "'hierarchical_shm' algorithm is off\n",
+                   links.shared_memory.host_unavailable.c_str());
     }
   }
   const MPI_Comm data_comm = mpi->transport->comm();

@@ -23,7 +23,7 @@ REDUCE_OPS = ("Sum", "Average", "Min", "Max", "Product")
 # None is the default (TFDIST_ALLREDUCE_ALGORITHM, else auto); the worker
 # checks that this list is everything tfdist accepts.
 ALGORITHMS = (None, "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
-              "shm")
+              "shm", "hierarchical_shm")
 
 Case = Dict[str, Any]
 

@@ -13,12 +13,16 @@ import numpy as np
 import tensorflow as tf
 
 import tfdist
-from mpi_harness import Checks, shared_memory_expected, worker_main
+from mpi_harness import Checks, host_shared_memory_expected, shared_memory_expected, worker_main
 
 # "shm" where the ranks may share memory; elsewhere check_shm_unavailable checks its error.
 SHARED_MEMORY = shared_memory_expected()
+# "hierarchical_shm" where each host's ranks (two or more) may share memory, or on one
+# host the flat "shm"; elsewhere check_shm_unavailable checks its error too.
+HOST_SHARED_MEMORY = host_shared_memory_expected()
 ALGORITHMS = ["tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
-              *(["shm"] if SHARED_MEMORY else []), None]
+              *(["shm"] if SHARED_MEMORY else []),
+              *(["hierarchical_shm"] if HOST_SHARED_MEMORY else []), None]
 DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
           tf.float64]
 OPS = [tfdist.Sum, tfdist.Average, tfdist.Min, tfdist.Max, tfdist.Product]
@@ -113,30 +117,34 @@ def check_hierarchical_pipelined(rank, size):
     # Large enough for several pipeline segments on virtual hosts (segments
     # of at least 2 MiB), with uneven segments and shards; the input must be
     # read where it lies and left as it was.
-    # Across virtual hosts of two ranks or more, the phases within a host run on the
-    # host's shared segment, where each rank copies (k-1)/k of the buffer for its k-1
-    # peers (tfdist.stats()'s bytes_through_shared_memory); on one host, none.
+    # "hierarchical_shm" runs the phases within a host on shared memory: each rank
+    # copies (k-1)/k of the buffer for its k-1 peers (tfdist.stats()'s
+    # bytes_through_shared_memory; on one host, all P ranks share the flat segment);
+    # "hierarchical" copies nothing there.
     n = 3_000_007
     base = (np.arange(n) % 7 + 1).astype(np.float32)
     hosts = int(os.environ.get("TFDIST_VIRTUAL_HOSTS", "1"))
     per_host = size // hosts
-    host_segments = (hosts > 1 and per_host > 1
-                     and os.environ.get("TFDIST_SHARED_MEMORY", "1") != "0")
-    for dtype, op in ((tf.float32, tfdist.Sum), (tf.float32, tfdist.Average),
-                      (tf.int32, tfdist.Max)):
+    cases = [(algorithm, dtype, op)
+             for algorithm in ("hierarchical", *(["hierarchical_shm"] if HOST_SHARED_MEMORY
+                                                 else []))
+             for dtype, op in ((tf.float32, tfdist.Sum), (tf.float32, tfdist.Average),
+                               (tf.int32, tfdist.Max))]
+    for algorithm, dtype, op in cases:
         x = tf.constant((rank + 1) * base, dtype=dtype)
         copied_before = tfdist.stats()["bytes_through_shared_memory"]
-        y = tfdist.allreduce(x, op=op, algorithm="hierarchical",
-                             name=f"hierarchical.pipelined.{dtype.name}.{op.name}")
+        y = tfdist.allreduce(x, op=op, algorithm=algorithm,
+                             name=f"{algorithm}.pipelined.{dtype.name}.{op.name}")
         copied = tfdist.stats()["bytes_through_shared_memory"] - copied_before
-        expected_copied = (per_host - 1) * 4 * n // per_host if host_segments else 0
-        assert copied == expected_copied, (copied, expected_copied, hosts, per_host)
+        expected_copied = ((per_host - 1) * 4 * n // per_host
+                           if algorithm == "hierarchical_shm" else 0)
+        assert copied == expected_copied, (algorithm, copied, expected_copied, hosts)
         factors = {tfdist.Sum: size * (size + 1) / 2, tfdist.Average: (size + 1) / 2,
                    tfdist.Max: size}
         np.testing.assert_allclose(y.numpy(), factors[op] * base, rtol=1e-6,
-                                   err_msg=f"hierarchical {dtype.name} {op.name}")
+                                   err_msg=f"{algorithm} {dtype.name} {op.name}")
         np.testing.assert_array_equal(x.numpy(), ((rank + 1) * base).astype(
-            dtype.as_numpy_dtype), err_msg="hierarchical wrote its input")
+            dtype.as_numpy_dtype), err_msg=f"{algorithm} wrote its input")
 
 
 def check_scaling(rank, size):
@@ -379,12 +387,14 @@ def check_eager_fast_path(rank, size):
             eager._tensor_entry_point = lambda: counting_tensors
 
         # A forced algorithm takes the fast path too, and runs: every algorithm the
-        # library has ("shm" where the ranks may share memory), at two sizes (a 4-byte
+        # library has ("shm" where the ranks may share memory, "hierarchical_shm" where
+        # each host's ranks may), at two sizes (a 4-byte
         # tensor and one that the ring and Rabenseifner cut into pieces that do not
         # divide evenly), each checked.
         before = tfdist.stats()["algorithm_calls"]
         algorithms = [a for a in eager._library.allreduce_algorithms()
-                      if a != "auto" and (a != "shm" or SHARED_MEMORY)]
+                      if a != "auto" and (a != "shm" or SHARED_MEMORY)
+                      and (a != "hierarchical_shm" or HOST_SHARED_MEMORY)]
         for algorithm in algorithms:
             for shape in ((1,), (1031,)):
                 part = tf.constant(contribution(rank, shape, tfdist.Sum), tf.float32)
@@ -796,24 +806,31 @@ def check_every_algorithm_counted(rank, size):
     """After the checks above, tfdist.stats() counted a call of every algorithm."""
     stats = tfdist.stats()
     for name in ("tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical",
-                 *(["shm"] if SHARED_MEMORY else [])):
+                 *(["shm"] if SHARED_MEMORY else []),
+                 *(["hierarchical_shm"] if HOST_SHARED_MEMORY else [])):
         assert size == 1 or stats["algorithm_calls"][name] > 0, stats
 
 
 def check_shm_unavailable(rank, size):
-    """Where the ranks may not share memory (virtual hosts), forcing "shm" fails on every
-    rank with an error that says why, and the next call runs."""
-    if SHARED_MEMORY:
-        return
-    try:
-        tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, algorithm="shm", name="shm.refused")
-    except tf.errors.FailedPreconditionError as e:
-        assert "'shm' allreduce algorithm cannot run" in str(e), str(e)
-        assert "TFDIST_VIRTUAL_HOSTS" in str(e), str(e)
-    else:
-        raise AssertionError("algorithm='shm' ran across virtual hosts")
-    y = tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, name="shm.refused.after")
-    np.testing.assert_array_equal(y.numpy(), np.full(5, float(size), np.float32))
+    """Where the ranks may not share memory (virtual hosts, or TFDIST_SHARED_MEMORY=0),
+    forcing "shm" fails on every rank with an error that says why, and so does
+    "hierarchical_shm" where no host's ranks may; the next call runs."""
+    shared_memory_off = os.environ.get("TFDIST_SHARED_MEMORY", "1") == "0"
+    why = "TFDIST_SHARED_MEMORY=0" if shared_memory_off else "TFDIST_VIRTUAL_HOSTS"
+    for algorithm, available in (("shm", SHARED_MEMORY),
+                                 ("hierarchical_shm", HOST_SHARED_MEMORY)):
+        if available:
+            continue
+        try:
+            tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, algorithm=algorithm,
+                             name=f"{algorithm}.refused")
+        except tf.errors.FailedPreconditionError as e:
+            assert f"'{algorithm}' allreduce algorithm cannot run" in str(e), str(e)
+            assert why in str(e), (why, str(e))
+        else:
+            raise AssertionError(f"algorithm={algorithm!r} ran where it cannot")
+        y = tfdist.allreduce(tf.fill([5], 1.0), op=tfdist.Sum, name=f"{algorithm}.refused.after")
+        np.testing.assert_array_equal(y.numpy(), np.full(5, float(size), np.float32))
 
 
 CHECKS = Checks()

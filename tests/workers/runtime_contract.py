@@ -27,7 +27,8 @@ import tensorflow as tf
 import tfdist
 from mpi_harness import Checks, expect_error, shared_memory_expected, worker_main
 
-ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", "shm"}
+ALGORITHMS = {"tree", "butterfly", "ring", "rabenseifner", "mpi", "hierarchical", "shm",
+              "hierarchical_shm"}
 
 
 def full_rounds():

@@ -17,6 +17,7 @@ constexpr AlgorithmName kAlgorithmNames[] = {
     {AllreduceAlgorithm::kMpi, "mpi"},
     {AllreduceAlgorithm::kHierarchical, "hierarchical"},
     {AllreduceAlgorithm::kSharedMemory, "shm"},
+    {AllreduceAlgorithm::kHierarchicalSharedMemory, "hierarchical_shm"},
 };
 
 }  // namespace

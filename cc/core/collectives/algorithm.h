@@ -16,14 +16,18 @@ enum class AllreduceAlgorithm : int {
   kMpi = 5,           // MPI_Allreduce itself: the reference, not a Transport algorithm
   kHierarchical = 6,  // hierarchical_allreduce.h: two levels, for ranks on several hosts
   kSharedMemory = 7,  // shared_memory_allreduce.h: ranks on one host, through shared memory
+  // hierarchical_allreduce.h: two levels, each host's phases on its own
+  // shared segment (HierarchicalAllreduceOverSharedMemory)
+  kHierarchicalSharedMemory = 8,
 };
 
 // How many values AllreduceAlgorithm has (arrays indexed by it).
-constexpr int kAllreduceAlgorithmCount = static_cast<int>(AllreduceAlgorithm::kSharedMemory) + 1;
+constexpr int kAllreduceAlgorithmCount =
+    static_cast<int>(AllreduceAlgorithm::kHierarchicalSharedMemory) + 1;
 
 const char* AllreduceAlgorithmName(AllreduceAlgorithm algorithm);
 // Parses "auto", "tree", "butterfly", "ring", "rabenseifner", "mpi",
-// "hierarchical", "shm"; false if the name is none of them.
+// "hierarchical", "shm", "hierarchical_shm"; false if the name is none of them.
 bool ParseAllreduceAlgorithm(const std::string& name, AllreduceAlgorithm* out);
 
 }  // namespace tfdist

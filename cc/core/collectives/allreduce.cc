@@ -72,12 +72,13 @@ Status RunAllreduce(AllreduceAlgorithm algorithm, Transport& transport,
     case AllreduceAlgorithm::kAuto:
     case AllreduceAlgorithm::kMpi:
     case AllreduceAlgorithm::kSharedMemory:
+    case AllreduceAlgorithm::kHierarchicalSharedMemory:
       break;
   }
   return Status::InvalidArgument(
       std::string("RunAllreduce runs transport algorithms only, not '") +
       AllreduceAlgorithmName(algorithm) +
-      "': the runtime resolves auto, mpi and shm before calling it");
+      "': the runtime resolves auto, mpi, shm and hierarchical_shm before calling it");
 }
 
 }  // namespace tfdist

@@ -16,7 +16,8 @@
 namespace tfdist {
 
 // `algorithm` must be kTree, kButterfly, kRing, kRabenseifner or
-// kHierarchical; kAuto, kMpi and kSharedMemory are resolved by the caller (the runtime)
+// kHierarchical; kAuto, kMpi, kSharedMemory and kHierarchicalSharedMemory are resolved
+// by the caller (the runtime)
 // before it gets here. `layout` (which host each rank is on) and `planner`
 // (tuning/hierarchical_planner.h: the cost model's choices) are what
 // kHierarchical needs; the flat algorithms ignore them.

@@ -73,6 +73,13 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_.reduce(input, output, count, dtype, op);
   }
+  // On one host, hierarchical over shared memory is its phase within the
+  // host alone: the flat "shm" algorithm, as "hierarchical" there is its
+  // reduce-scatter and allgather.
+  if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory && hosts_.host_count() == 1 &&
+      shared_memory_.allreduce != nullptr) {
+    algorithm = AllreduceAlgorithm::kSharedMemory;
+  }
   if (algorithm == AllreduceAlgorithm::kSharedMemory) {
     if (shared_memory_.allreduce == nullptr) {
       return Status::FailedPrecondition(
@@ -82,7 +89,13 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     CountSharedMemoryBytes(count * DataTypeSize(dtype), transport_.size());
     return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
   }
-  if (algorithm == AllreduceAlgorithm::kHierarchical && shared_memory_.host_allreduce != nullptr) {
+  if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory) {
+    if (shared_memory_.host_allreduce == nullptr) {
+      return Status::FailedPrecondition(
+          "the 'hierarchical_shm' allreduce algorithm cannot run in this job, because " +
+          (hosts_.host_count() == 1 ? shared_memory_.unavailable
+                                    : shared_memory_.host_unavailable));
+    }
     CountSharedMemoryBytes(count * DataTypeSize(dtype), shared_memory_.host_allreduce->size());
     return HierarchicalAllreduceOverSharedMemory(*shared_memory_.host_allreduce, wire_, hosts_,
                                                  CostModelPlanner(network_), input, output,

@@ -52,9 +52,11 @@ struct SharedMemoryLink {
   // Why not, for the error a forced "shm" gets; a phrase after "because".
   std::string unavailable = "this runtime has no shared memory segment";
   // Over this rank's host's ranks on a segment of their own, where the job
-  // spans hosts (host_shared_memory.h): hierarchical allreduce runs its
-  // phases within a host on it. Null: those phases send messages.
+  // spans hosts (host_shared_memory.h): the "hierarchical_shm" algorithm,
+  // hierarchical with its phases within a host on it. Null: not available,
+  // for `host_unavailable`.
   SharedMemoryAllreduce* host_allreduce = nullptr;
+  std::string host_unavailable = "this runtime has no shared memory segment per host";
 };
 
 class CollectiveExecutor {
@@ -109,6 +111,12 @@ class CollectiveExecutor {
               }
               if (shared_memory_.allreduce != nullptr && !candidates.empty()) {
                 candidates.push_back(AllreduceAlgorithm::kSharedMemory);
+              }
+              // Which of hierarchical's two forms is faster depends on how
+              // MPI moves a message within a host (docs/algorithms.md), which
+              // the model does not know: the trials time both.
+              if (shared_memory_.host_allreduce != nullptr && !candidates.empty()) {
+                candidates.push_back(AllreduceAlgorithm::kHierarchicalSharedMemory);
               }
               return candidates;
             },
