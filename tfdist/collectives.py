@@ -29,8 +29,10 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     results are rounded to nearest. float16/bfloat16 are accumulated in
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner",
     "hierarchical" (two levels, for ranks on several hosts), "shm" (through
-    shared memory, for ranks on one host) or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
-    cost model ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
+    shared memory, for ranks on one host), "hierarchical_shm" (hierarchical with
+    its phases within a host on the host's shared memory) or "mpi"
+    (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the cost model
+    ("auto"). ``compression`` (a ``tfdist.Compression`` compressor,
     Sum or Average only; or its name, "fp16") changes what crosses the network;
     ``name`` keys the per-tensor state of compressors that keep some.
     ``process_set`` (a registered ``tfdist.ProcessSet``; None: the global set)

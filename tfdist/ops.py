@@ -128,8 +128,10 @@ def allreduce(tensor: tf.Tensor, op: ReduceOp = Average, name: Optional[str] = N
     results are rounded to nearest. float16/bfloat16 are accumulated in
     float32. ``algorithm`` forces "tree", "butterfly", "ring", "rabenseifner",
     "hierarchical" (two levels, for ranks on several hosts), "shm" (through
-    shared memory, for ranks on one host) or "mpi" (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the
-    cost model ("auto"). ``process_set`` (a registered ``tfdist.ProcessSet``;
+    shared memory, for ranks on one host), "hierarchical_shm" (hierarchical with
+    its phases within a host on the host's shared memory) or "mpi"
+    (MPI_Allreduce); None uses TFDIST_ALLREDUCE_ALGORITHM, else the cost model
+    ("auto"). ``process_set`` (a registered ``tfdist.ProcessSet``;
     None: the global set) limits it to the set's ranks; only they may call it.
     ``tfdist.allreduce`` adds ``compression=`` (tfdist/collectives.py).
     """
