@@ -394,8 +394,9 @@ def network_cost() -> Dict[str, Dict[str, List[List[Tuple[float, float]]]]]:
 
 def predict_allreduce_seconds(nbytes: int, algorithm: str) -> float:
     """What the cost model predicts for one allreduce of ``nbytes`` with ``algorithm``
-    on this job's hosts and link costs (``inf`` for "mpi", and for "hierarchical"
-    unless the job spans several hosts of equal size)."""
+    on this job's hosts and link costs (``inf`` for "mpi", "shm" and
+    "hierarchical_shm", which it does not price, and for "hierarchical" unless the
+    job spans several hosts of equal size)."""
     if algorithm == "auto":
         algorithm = algorithm_for(nbytes)
     code = _library.allreduce_algorithms().index(algorithm)
