@@ -112,12 +112,11 @@ class CollectiveExecutor {
               if (shared_memory_.allreduce != nullptr && !candidates.empty()) {
                 candidates.push_back(AllreduceAlgorithm::kSharedMemory);
               }
-              // Which of hierarchical's two forms is faster depends on how
-              // MPI moves a message within a host (docs/algorithms.md), which
-              // the model does not know: the trials time both.
-              if (shared_memory_.host_allreduce != nullptr && !candidates.empty()) {
-                candidates.push_back(AllreduceAlgorithm::kHierarchicalSharedMemory);
-              }
+              // Not "hierarchical_shm": its single calls, which the trials
+              // time, ran faster than its calls in a stream (2x2 hosts, 1 MiB:
+              // 950 us a trial call against 1,745 us a call in a block, while
+              // "hierarchical" took 1,156 and 1,399), so the trials kept it
+              // where it lost by 1.3x (docs/algorithms.md).
               return candidates;
             },
             transport.size() > 1 ? auto_trials : 0),
