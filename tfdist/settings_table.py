@@ -68,8 +68,7 @@ SETTINGS: Tuple[Setting, ...] = (
     Setting("auto_trials", "int", 5,
             "Timed calls of each of its candidates (the algorithms the cost model "
             "predicts within 3x of its pick, then `mpi`, MPI_Allreduce, except over "
-            "emulated links, then `shm` where the ranks share memory, then "
-            "`hierarchical_shm` where each host's ranks do) that `auto` "
+            "emulated links, then `shm` where the ranks share memory) that `auto` "
             "makes per size class (bytes "
             "rounded down to a power of two) before it keeps the fastest for the job "
             "(by each one's call a fifth of the way up from its fastest; at two ranks "
@@ -169,7 +168,7 @@ SETTINGS: Tuple[Setting, ...] = (
             "tries beside the others (256 KiB x 2 per rank in /dev/shm); where the job "
             "spans hosts (or TFDIST_VIRTUAL_HOSTS), a segment per host for the "
             "`hierarchical_shm` algorithm, hierarchical with its phases within a host on "
-            "it, which `auto` tries too (1 MiB x 2 per rank). 0 turns both off; they are "
+            "it, which is forced only (1 MiB x 2 per rank). 0 turns both off; they are "
             "off under MPI fault tolerance (ULFM), where a failed peer must surface as "
             "MPI's error.",
             cpp_key="shared_memory", cpp_member="shared_memory"),
