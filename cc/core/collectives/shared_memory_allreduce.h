@@ -28,9 +28,11 @@
 // each rank allreduces its reduced part with the ranks of the same local
 // rank on the other hosts, on the caller's side thread, while the calling
 // thread fills and reduces the next chunk; only then does it say `reduced`.
-// Per rank that replaces the two message phases within the host (a ring's
-// reduce-scatter and allgather: each byte copied into MPI's buffers and out
-// again) by one write into the slot and one read out of it.
+// Whether that copies less than the message phases it replaces (a ring's
+// reduce-scatter and allgather within the host) depends on MPI: where it
+// moves a message with one copy (CMA), those copy half the buffer each,
+// and the segment copies half in and all of it out; where it copies twice,
+// the segment copies less (docs/algorithms.md, "hierarchical_shm").
 //
 // Waits poll the peers' counters politely (polite_wait.h), and past a second
 // check that the peer's process still exists: a peer that died makes the

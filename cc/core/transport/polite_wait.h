@@ -6,10 +6,11 @@
 // a budget learned from recent waits of the same kind (polling_budget.h):
 // spinning first (where that can help: PollsProgress), then yielding the
 // core between polls; then it sleeps with a growing interval (20 µs
-// doubling to 250 µs, 1 ms once the wait is older than 10 ms). Yielding keeps polling (MPI's progress engine needs both
-// sides to keep testing for a large message's fragments to move) yet gives
-// the core to any TensorFlow thread that wants it; sleeping starts once the
-// peer is evidently busy elsewhere.
+// doubling to 250 µs, 1 ms once the wait is older than 10 ms). Yielding
+// keeps polling (MPI's progress engine needs both sides to keep testing for
+// a large message's fragments to move) yet gives the core to any TensorFlow
+// thread that wants it; sleeping starts once the peer is evidently busy
+// elsewhere.
 #ifndef TFDIST_CORE_TRANSPORT_POLITE_WAIT_H_
 #define TFDIST_CORE_TRANSPORT_POLITE_WAIT_H_
 
