@@ -182,8 +182,7 @@ def stats() -> Dict[str, Any]:
     compression (equal to ``bytes_sent`` when nothing is compressed).
     ``bytes_through_shared_memory`` is the part of ``bytes_sent`` this rank
     copied into a shared-memory segment for the other ranks of its host
-    instead of sending it (the ``shm`` algorithm, and hierarchical
-    allreduce's phases within a host).
+    instead of sending it (the ``shm`` and ``hierarchical_shm`` algorithms).
     ``phase_ns`` sums, in nanoseconds, where the rounds that carried this
     rank's collectives spent their time: ``arrival`` (from the first
     request's enqueue to the last one's), ``pickup`` (from there to the

@@ -15,8 +15,8 @@ WORKER = "collectives_worker.py"
 # Two virtual hosts of two ranks, joined by emulated 10 Gb/s links.
 EMULATED_HOSTS = {"TFDIST_VIRTUAL_HOSTS": "2", "TFDIST_EMULATED_BANDWIDTH": "1.25e9",
                   "TFDIST_EMULATED_LATENCY": "20e-6"}
-# name: (np, env). Across hosts, hierarchical allreduce runs its phases within a host
-# on each host's shared segment, or, with TFDIST_SHARED_MEMORY=0, as messages.
+# name: (np, env). Across hosts, "hierarchical_shm" runs on each host's shared segment;
+# with TFDIST_SHARED_MEMORY=0 there is none, and forcing it must fail naming why.
 RUNS = {"np1": (1, {}), "np2": (2, {}), "np3": (3, {}), "np4": (4, {}),
         "np4-emulated-hosts": (4, EMULATED_HOSTS),
         "np4-emulated-hosts-messages": (4, {**EMULATED_HOSTS, "TFDIST_SHARED_MEMORY": "0"})}

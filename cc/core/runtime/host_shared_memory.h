@@ -1,5 +1,5 @@
-// Each host's own shared segment, on which hierarchical allreduce runs its
-// phases within a host (hierarchical_allreduce.h,
+// Each host's own shared segment, on which the "hierarchical_shm" algorithm
+// runs hierarchical allreduce's phases within a host (hierarchical_allreduce.h,
 // HierarchicalAllreduceOverSharedMemory) when a job spans several hosts
 // (real ones, or TFDIST_VIRTUAL_HOSTS on one machine): the ranks of a host
 // map a segment of their own, and the flat "shm" algorithm, which needs

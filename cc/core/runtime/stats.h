@@ -20,8 +20,8 @@ struct Stats {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_saved_by_compression{0};
   // Of bytes_sent, those copied into a shared segment for the ranks of this
-  // rank's host instead of sent (the "shm" algorithm, and hierarchical's
-  // phases within a host on the host's segment).
+  // rank's host instead of sent (the "shm" and "hierarchical_shm"
+  // algorithms).
   std::atomic<uint64_t> bytes_through_shared_memory{0};
   std::atomic<uint64_t> allgather_calls{0};
   std::atomic<uint64_t> broadcast_calls{0};
