@@ -621,28 +621,41 @@ def _over_emulated_links():
     return (tfdist.RuntimeSettings.from_environment().emulated_bandwidth or 0) > 0
 
 
+# The per-host segment's slot (host_shared_memory.h), and how many of them a call must
+# fill for auto to time "hierarchical_shm" (the executor's
+# kHierarchicalSharedMemoryTimedFromSlots).
+HOST_SEGMENT_SLOT_BYTES = 1 << 20
+HIERARCHICAL_SHM_TIMED_FROM_BYTES = 4 * HOST_SEGMENT_SLOT_BYTES
+
+
 def _calls_to_decide(rounds):
-    """Calls that take a size class through its trials and beyond: at most 6 candidates,
+    """Calls that take a size class through its trials and beyond: at most 7 candidates,
     a rematch of two, then 4 decided calls."""
-    return 2 * 6 * rounds + 2 * 2 * rounds + 4
+    return 2 * 7 * rounds + 2 * 2 * rounds + 4
 
 
-def _kept_after_trials(ran, rounds, size):
-    """Asserts that ``ran``, the algorithms one size class's calls ran, is auto's trials
-    (check_auto_trials says how they go) followed by one kept algorithm, and returns it."""
+def _kept_after_trials(ran, rounds, size, nbytes):
+    """Asserts that ``ran``, the algorithms the calls of one size class (``nbytes``)
+    ran, is auto's trials (check_auto_trials says how they go) followed by one kept
+    algorithm, and returns it."""
     visits = ran[::2]
     assert ran[0] in visits[1:], f"the trials never came back to their first candidate: {ran}"
     candidates = visits[:visits.index(ran[0], 1)]  # one round of the trials
-    assert len(set(candidates)) == len(candidates) <= 6, ran
+    assert len(set(candidates)) == len(candidates) <= 7, ran
     # At two ranks the tree is the butterfly's exchange in two messages: never timed.
     assert size != 2 or "tree" not in candidates, ran
     # MPI_Allreduce, a choice a user can force, is timed last, except over emulated
     # links, which it would bypass.
     emulated = _over_emulated_links()
     assert ("mpi" in candidates) != emulated, (ran, emulated)
-    # Then the shared-memory algorithm, where the ranks share memory.
+    # Then the shared-memory algorithm, where the ranks share memory; across hosts
+    # whose ranks share a segment each, hierarchical over it, from four of its slots.
     assert ("shm" in candidates) == SHARED_MEMORY, (ran, SHARED_MEMORY)
-    last = (["mpi"] if not emulated else []) + (["shm"] if SHARED_MEMORY else [])
+    host_segments = (HOST_SHARED_MEMORY and not SHARED_MEMORY
+                     and nbytes >= HIERARCHICAL_SHM_TIMED_FROM_BYTES)
+    assert ("hierarchical_shm" in candidates) == host_segments, (ran, nbytes)
+    last = ((["mpi"] if not emulated else []) + (["shm"] if SHARED_MEMORY else [])
+            + (["hierarchical_shm"] if host_segments else []))
     assert candidates[len(candidates) - len(last):] == last, (ran, last)
     trials = 2 * rounds * len(candidates)
     assert ran[:trials] == [c for c in candidates for _ in range(2)] * rounds, ran
@@ -669,23 +682,25 @@ def check_auto_trials(rank, size):
     if size == 1:
         return
     from mpi4py import MPI
-    n = 600_001  # 2.4 MB: a size class (2^21 bytes) no other check here reduces with auto
-    x = tf.fill([n], float(rank + 1))
-    model_pick = tfdist.algorithm_for(n * 4)
     settings = tfdist.RuntimeSettings.from_environment()
     rounds = settings.auto_trials
     assert rounds >= 2, rounds
-    ran = []
-    for i in range(_calls_to_decide(rounds)):
-        algorithm, y = _algorithm_of_next_call(
-            lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{i % 3}"))
-        assert np.all(y.numpy() == size * (size + 1) / 2), (i, algorithm)
-        ran.append(algorithm)
-    assert ran[0] == model_pick, (ran, model_pick)
-    kept = _kept_after_trials(ran, rounds, size)
-    assert tfdist.algorithm_for(n * 4) == kept, (ran, tfdist.algorithm_for(n * 4))
-    every_rank = MPI.COMM_WORLD.allgather(ran)
-    assert all(theirs == ran for theirs in every_rank), every_rank
+    # 2.4 MB and 16.8 MB: size classes (2^21 and 2^24 bytes) no other check here reduces
+    # with auto, one on each side of where "hierarchical_shm" joins the trials.
+    for n in (600_001, 4_200_001):
+        x = tf.fill([n], float(rank + 1))
+        model_pick = tfdist.algorithm_for(n * 4)
+        ran = []
+        for i in range(_calls_to_decide(rounds)):
+            algorithm, y = _algorithm_of_next_call(
+                lambda: tfdist.allreduce(x, op=tfdist.Sum, name=f"auto.trials.{n}.{i % 3}"))
+            assert np.all(y.numpy() == size * (size + 1) / 2), (n, i, algorithm)
+            ran.append(algorithm)
+        assert ran[0] == model_pick, (ran, model_pick)
+        kept = _kept_after_trials(ran, rounds, size, n * 4)
+        assert tfdist.algorithm_for(n * 4) == kept, (ran, tfdist.algorithm_for(n * 4))
+        every_rank = MPI.COMM_WORLD.allgather(ran)
+        assert all(theirs == ran for theirs in every_rank), every_rank
     # A forced algorithm of the same size is not a trial and changes nothing.
     algorithm, _ = _algorithm_of_next_call(
         lambda: tfdist.allreduce(x, op=tfdist.Sum, algorithm="tree"))
@@ -729,7 +744,7 @@ def check_auto_trials_grouped_large(rank, size):
             for member, (y, total) in enumerate(zip(ys, totals)):
                 np.testing.assert_array_equal(y.numpy(), total,
                                               err_msg=f"{label} call {i} member {member}")
-        kept = _kept_after_trials(ran, rounds, size)
+        kept = _kept_after_trials(ran, rounds, size, group_bytes)
         assert tfdist.algorithm_for(group_bytes) == kept, (label, ran)
         every_rank = MPI.COMM_WORLD.allgather(ran)
         assert all(theirs == ran for theirs in every_rank), (label, every_rank)

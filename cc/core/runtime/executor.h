@@ -75,6 +75,22 @@ class CollectiveExecutor {
   static_assert((kMpiAllreduceBelowBytes & (kMpiAllreduceBelowBytes - 1)) == 0,
                 "a size class must lie wholly on one side");
 
+  // "hierarchical_shm" is a candidate of "auto" from this many of its
+  // slots a call up (the per-host segment's, host_shared_memory.h). Which of
+  // hierarchical's two forms is faster depends on how MPI moves a message
+  // within a host (docs/algorithms.md), which the model does not know, so
+  // the trials time both; but a call of one slot or two is not a pipeline,
+  // and the trials, which time calls after the ranks agree, saw it faster
+  // than it runs in a stream, where each call's fill meets the last one's
+  // copying out (2x2 hosts, 1 MiB: 950 us a trial call, 1,745 us a call in
+  // a block; "hierarchical" 1,156 and 1,399): the trials kept it where it
+  // lost by 1.3x in two jobs of three. From four slots a call meets that
+  // contention between its own chunks, and its trials picked right in every
+  // job (docs/results/auto-vs-forced-hshm-2x2-10g*.md). With 1 MiB slots
+  // that is 4 MiB, a size class's lower end, so a class lies wholly on one
+  // side.
+  static constexpr size_t kHierarchicalSharedMemoryTimedFromSlots = 4;
+
   // Collectives move their data over `transport` (the process's transport,
   // or an emulated-link wrapper of it); barriers go through `control_plane`.
   // Both must outlive the executor. `hosts` and `network` are what "auto"
@@ -112,11 +128,11 @@ class CollectiveExecutor {
               if (shared_memory_.allreduce != nullptr && !candidates.empty()) {
                 candidates.push_back(AllreduceAlgorithm::kSharedMemory);
               }
-              // Not "hierarchical_shm": its single calls, which the trials
-              // time, ran faster than its calls in a stream (2x2 hosts, 1 MiB:
-              // 950 us a trial call against 1,745 us a call in a block, while
-              // "hierarchical" took 1,156 and 1,399), so the trials kept it
-              // where it lost by 1.3x (docs/algorithms.md).
+              if (shared_memory_.host_allreduce != nullptr && !candidates.empty() &&
+                  bytes >= kHierarchicalSharedMemoryTimedFromSlots *
+                               shared_memory_.host_allreduce->slot_bytes()) {
+                candidates.push_back(AllreduceAlgorithm::kHierarchicalSharedMemory);
+              }
               return candidates;
             },
             transport.size() > 1 ? auto_trials : 0),

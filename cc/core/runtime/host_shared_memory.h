@@ -30,6 +30,10 @@ struct HostSharedMemory {
 // larger than the flat algorithm's 256 KiB; the planner's segment count
 // usually cuts them smaller still (hierarchical_allreduce.h).
 constexpr size_t kHostSharedMemorySlotBytes = size_t{1} << 20;
+// "auto" times hierarchical_shm from a multiple of it up (executor.h), a
+// size class's lower end only where it is a power of two.
+static_assert((kHostSharedMemorySlotBytes & (kHostSharedMemorySlotBytes - 1)) == 0,
+              "a size class must lie wholly on one side of where auto times it");
 
 // Collective over `world` (every rank of `hosts`): where the job has more
 // than one host, the same number of ranks on each, more than one rank a
