@@ -9,8 +9,6 @@
 #include <thread>
 #include <utility>
 
-#include "cc/core/collectives/shared_memory_allreduce.h"
-#include "cc/core/control/shared_segment.h"
 #include "cc/core/tuning/calibration.h"
 #include "cc/core/runtime/host_shared_memory.h"
 #include "cc/core/runtime/settings_agreement.h"
@@ -47,9 +45,8 @@ struct MpiLinks {
   std::unique_ptr<MpiControlPlane> control_plane;
   std::unique_ptr<EmulatedLinkTransport> emulated_transport;  // or null
   std::unique_ptr<EmulatedControlPlane> emulated_control_plane;  // or null
-  std::unique_ptr<SharedSegment> shared_segment;  // or null
-  std::unique_ptr<SharedMemoryAllreduce> shared_memory_allreduce;  // or null
-  HostSharedMemory host_shared_memory;  // or empty
+  HostSharedMemory shared_memory;  // every rank's, on one machine; or empty
+  HostSharedMemory host_shared_memory;  // this rank's host's, of several; or empty
 };
 
 // Each rank's two slots of the "shm" algorithm. Small enough that a chunk's
@@ -170,27 +167,10 @@ Status CreateRuntime(MPI_Comm comm, const RuntimeConfig& config, const NetworkCo
   }
   links.shared_memory.unavailable = WhyNoSharedMemory(config, machine.hosts);
   if (links.shared_memory.unavailable.empty()) {
-    TFDIST_RETURN_IF_ERROR(SharedSegment::Create(
-        *mpi->control_plane, SharedMemoryAllreduce::RegionBytes(kSharedMemorySlotBytes),
-        &mpi->shared_segment, &links.shared_memory.unavailable));
-    if (mpi->shared_segment != nullptr) {
-      mpi->shared_memory_allreduce = std::make_unique<SharedMemoryAllreduce>(
-          mpi->control_plane->rank(), mpi->shared_segment->regions(), kSharedMemorySlotBytes,
-          oversubscribed);
-      // Once every rank has written its process id, all must see all.
-      TFDIST_RETURN_IF_ERROR(mpi->control_plane->Barrier(WaitKind::kIdle));
-      uint64_t visible = mpi->shared_memory_allreduce->PeersVisible() ? 1 : 0;
-      TFDIST_RETURN_IF_ERROR(mpi->control_plane->AndAllreduce(&visible, 1, WaitKind::kIdle));
-      if (visible != 0) {
-        links.shared_memory.allreduce = mpi->shared_memory_allreduce.get();
-      } else {
-        mpi->shared_memory_allreduce.reset();
-        mpi->shared_segment.reset();
-        links.shared_memory.unavailable =
-            "some rank cannot see another's process (separate PID namespaces), which a "
-            "wait on shared memory needs to tell a dead peer from a slow one";
-      }
-    }
+    TFDIST_RETURN_IF_ERROR(MapSharedMemory(*mpi->control_plane, *mpi->control_plane,
+                                           kSharedMemorySlotBytes, oversubscribed,
+                                           &mpi->shared_memory, &links.shared_memory.unavailable));
+    links.shared_memory.allreduce = mpi->shared_memory.allreduce.get();
     if (links.shared_memory.allreduce == nullptr && config.debug_log) {
       std::fprintf(stderr, "tfdist: no shared memory segment (%s); the 'shm' algorithm is off\n",
                    links.shared_memory.unavailable.c_str());

@@ -1,4 +1,4 @@
-// MapHostSharedMemory over threads as ranks (each maps its host's object
+// MapHostSharedMemory and MapSharedMemory over threads as ranks (each maps its host's object
 // itself, as a process would): a segment per host where every host has two
 // ranks or more on one machine, on which hierarchical_shm then reduces
 // correctly; and none, with the same reason on every rank, where the layout
@@ -9,6 +9,7 @@
 #include "cc/core/collectives/hierarchical_allreduce.h"
 #include "cc/core/control/transport_control_plane.h"
 #include "cc/core/runtime/host_shared_memory.h"
+#include "cc/core/transport/subgroup_transport.h"
 #include "cc/core/tuning/hierarchical_planner.h"
 #include "cc/testing/in_process_transport.h"
 #include "cc/tests/test_harness.h"
@@ -106,6 +107,55 @@ TFDIST_TEST(HostSharedMemoryNamesWhyNotOnEveryRank) {
       CHECK_MSG(out.why_not.find(c.why) != std::string::npos,
                 "rank " << rank << " gave '" << out.why_not << "', not '" << c.why << "'");
     }
+  }
+}
+
+// MapSharedMemory where one host's ranks cannot map a segment (two slots of
+// 1 TiB: /dev/shm cannot reserve them) and the other's can: no rank keeps
+// one, the first host names its own failure and the second says another host
+// failed; and over one group that is the whole job, as "shm" maps it, every
+// rank keeps the segment.
+TFDIST_TEST(SharedMemoryIsEveryHostsOrNone) {
+  const HostLayout hosts = HostLayout::Consecutive(4, 2);
+  std::vector<std::string> why(4);
+  std::vector<int> mapped(4, 0);  // not vector<bool>: ranks write it at once
+  std::vector<Status> statuses = RunOnThreads(4, [&](Transport& transport) {
+    const int rank = transport.rank();
+    TransportControlPlane world(transport);
+    tfdist::SubgroupTransport host_transport(transport,
+                                             hosts.ranks_of_host(hosts.host_of(rank)));
+    TransportControlPlane host(host_transport);
+    const size_t slot_bytes = hosts.host_of(rank) == 0 ? size_t{1} << 40 : size_t{1} << 20;
+    HostSharedMemory memory;
+    TFDIST_RETURN_IF_ERROR(tfdist::MapSharedMemory(host, world, slot_bytes,
+                                                   /*oversubscribed=*/true, &memory,
+                                                   &why[rank]));
+    mapped[rank] = memory.allreduce != nullptr || memory.segment != nullptr;
+    return Status::OK();
+  });
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"), "rank " << rank);
+    CHECK_EQ_MSG(mapped[rank], 0, "rank " << rank);
+    const std::string expected =
+        hosts.host_of(rank) == 0 ? "posix_fallocate" : "another host could not map a segment";
+    CHECK_MSG(why[rank].find(expected) != std::string::npos,
+              "rank " << rank << " gave '" << why[rank] << "', not '" << expected << "'");
+  }
+
+  std::vector<int> segment_size(3, 0);
+  statuses = RunOnThreads(3, [&](Transport& transport) {
+    TransportControlPlane world(transport);
+    HostSharedMemory memory;
+    std::string why_not;
+    TFDIST_RETURN_IF_ERROR(tfdist::MapSharedMemory(world, world, 256u << 10,
+                                                   /*oversubscribed=*/true, &memory, &why_not));
+    if (memory.allreduce == nullptr) return Status::Internal("not mapped: " + why_not);
+    segment_size[transport.rank()] = memory.allreduce->size();
+    return Status::OK();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"), "rank " << rank);
+    CHECK_EQ(segment_size[rank], 3);
   }
 }
 

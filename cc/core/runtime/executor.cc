@@ -56,6 +56,17 @@ AllreduceAlgorithm CollectiveExecutor::Resolve(AllreduceAlgorithm requested, siz
                      : chooser_.PickOtherThan(bytes, AllreduceAlgorithm::kMpi);
 }
 
+namespace {
+
+// A forced algorithm this job's links lack; `why` is a phrase after "because".
+Status CannotRun(const char* algorithm, const std::string& why) {
+  return Status::FailedPrecondition(std::string("the '") + algorithm +
+                                    "' allreduce algorithm cannot run in this job, because " +
+                                    why);
+}
+
+}  // namespace
+
 Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
                                   DataType dtype, ReduceOp op, AllreduceAlgorithm algorithm,
                                   double result_scale) {
@@ -64,8 +75,7 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
       return Status::Internal("tfdist: the 'mpi' algorithm runs unscaled only");
     }
     if (!reference_allreduce_.reduce) {
-      return Status::FailedPrecondition(
-          "the 'mpi' allreduce algorithm needs MPI underneath, and this runtime has none");
+      return CannotRun("mpi", "this runtime has no MPI underneath");
     }
     // MPI's own algorithm sends past the counting transport: count what a
     // ring would send, 2(P-1)/P of the buffer, as an estimate.
@@ -82,19 +92,16 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
   }
   if (algorithm == AllreduceAlgorithm::kSharedMemory) {
     if (shared_memory_.allreduce == nullptr) {
-      return Status::FailedPrecondition(
-          "the 'shm' allreduce algorithm cannot run in this job, because " +
-          shared_memory_.unavailable);
+      return CannotRun("shm", shared_memory_.unavailable);
     }
     CountSharedMemoryBytes(count * DataTypeSize(dtype), transport_.size());
     return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
   }
   if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory) {
     if (shared_memory_.host_allreduce == nullptr) {
-      return Status::FailedPrecondition(
-          "the 'hierarchical_shm' allreduce algorithm cannot run in this job, because " +
-          (hosts_.host_count() == 1 ? shared_memory_.unavailable
-                                    : shared_memory_.host_unavailable));
+      return CannotRun("hierarchical_shm", hosts_.host_count() == 1
+                                               ? shared_memory_.unavailable
+                                               : shared_memory_.host_unavailable);
     }
     CountSharedMemoryBytes(count * DataTypeSize(dtype), shared_memory_.host_allreduce->size());
     return HierarchicalAllreduceOverSharedMemory(*shared_memory_.host_allreduce, wire_, hosts_,

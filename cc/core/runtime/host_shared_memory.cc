@@ -27,39 +27,46 @@ std::string WhyNoHostSegments(const HostLayout& hosts, const HostLayout& machine
 
 }  // namespace
 
+Status MapSharedMemory(ControlPlane& group, ControlPlane& agree, size_t slot_bytes,
+                       bool oversubscribed, HostSharedMemory* out, std::string* why_not) {
+  *out = HostSharedMemory{};
+  HostSharedMemory mine;
+  std::string why;
+  TFDIST_RETURN_IF_ERROR(SharedSegment::Create(
+      group, SharedMemoryAllreduce::RegionBytes(slot_bytes), &mine.segment, &why));
+  // Two words, so that every rank can tell which of the two failed where.
+  enum : size_t { kMapped, kVisible };
+  uint64_t ready[2] = {mine.segment != nullptr ? 1u : 0u, 1};
+  if (mine.segment != nullptr) {
+    mine.allreduce = std::make_unique<SharedMemoryAllreduce>(
+        group.rank(), mine.segment->regions(), slot_bytes, oversubscribed);
+    // Once every rank of the group has written its process id, all must see all.
+    TFDIST_RETURN_IF_ERROR(group.Barrier(WaitKind::kIdle));
+    ready[kVisible] = mine.allreduce->PeersVisible() ? 1 : 0;
+  }
+  TFDIST_RETURN_IF_ERROR(agree.AndAllreduce(ready, 2, WaitKind::kIdle));
+  if (ready[kVisible] == 0) {
+    *why_not = "some rank cannot see another's process (separate PID namespaces), which a "
+               "wait on shared memory needs to tell a dead peer from a slow one";
+  } else if (ready[kMapped] == 0) {
+    // SharedSegment::Create gives every rank of a group the same reason.
+    *why_not = mine.segment == nullptr ? why : "another host could not map a segment";
+  } else {
+    *out = std::move(mine);
+  }
+  return Status::OK();
+}
+
 Status MapHostSharedMemory(Transport& transport, ControlPlane& world, const HostLayout& hosts,
                            const HostLayout& machines, bool oversubscribed,
                            HostSharedMemory* out, std::string* why_not) {
   *out = HostSharedMemory{};
   *why_not = WhyNoHostSegments(hosts, machines);
   if (!why_not->empty()) return Status::OK();
-  const int rank = world.rank();
-  SubgroupTransport host_transport(transport, hosts.ranks_of_host(hosts.host_of(rank)));
+  SubgroupTransport host_transport(transport, hosts.ranks_of_host(hosts.host_of(world.rank())));
   TransportControlPlane host_plane(host_transport);
-  HostSharedMemory mine;
-  std::string why;
-  TFDIST_RETURN_IF_ERROR(SharedSegment::Create(
-      host_plane, SharedMemoryAllreduce::RegionBytes(kHostSharedMemorySlotBytes), &mine.segment,
-      &why));
-  if (mine.segment != nullptr) {
-    mine.allreduce = std::make_unique<SharedMemoryAllreduce>(
-        host_plane.rank(), mine.segment->regions(), kHostSharedMemorySlotBytes, oversubscribed);
-    // Once every rank of the host has written its process id, all must see all.
-    TFDIST_RETURN_IF_ERROR(host_plane.Barrier(WaitKind::kIdle));
-    if (!mine.allreduce->PeersVisible()) {
-      why = "some rank cannot see another's process (separate PID namespaces), which a "
-            "wait on shared memory needs to tell a dead peer from a slow one";
-    }
-  }
-  // Every host or none: the chunks that cross hosts must match.
-  uint64_t ready = why.empty() ? 1 : 0;
-  TFDIST_RETURN_IF_ERROR(world.AndAllreduce(&ready, 1, WaitKind::kIdle));
-  if (ready == 0) {
-    *why_not = why.empty() ? "another host could not map a segment" : why;
-    return Status::OK();
-  }
-  *out = std::move(mine);
-  return Status::OK();
+  return MapSharedMemory(host_plane, world, kHostSharedMemorySlotBytes, oversubscribed, out,
+                         why_not);
 }
 
 }  // namespace tfdist

@@ -20,10 +20,24 @@
 
 namespace tfdist {
 
+// A segment the ranks of one host share, and the allreduce over it: the
+// whole job's ("shm", where every rank is on one machine) or one host's
+// among several ("hierarchical_shm"). Empty where there is none. The
+// allreduce points into the segment, so it goes first.
 struct HostSharedMemory {
-  std::unique_ptr<SharedSegment> segment;           // this rank's host's
-  std::unique_ptr<SharedMemoryAllreduce> allreduce;  // over the host's ranks
+  std::unique_ptr<SharedSegment> segment;
+  std::unique_ptr<SharedMemoryAllreduce> allreduce;  // over the segment's ranks
 };
+
+// Collective over `agree`, whose ranks include `group`'s: the ranks of
+// `group` (all on this machine) map a segment of two `slot_bytes` slots a
+// rank, and check that each sees the others' processes; then every rank of
+// `agree` keeps its segment only where all of them could, since a group
+// must not run on shared memory where another runs on messages. *out holds
+// the segment and its allreduce, or nothing with the reason in *why_not
+// (a phrase after "because"). Fails only where a control plane does.
+Status MapSharedMemory(ControlPlane& group, ControlPlane& agree, size_t slot_bytes,
+                       bool oversubscribed, HostSharedMemory* out, std::string* why_not);
 
 // Each rank's two slots on its host's segment. Each chunk's part crosses
 // hosts as one allreduce and pays the link's latency once, so the chunks are
@@ -42,7 +56,8 @@ static_assert((kHostSharedMemorySlotBytes & (kHostSharedMemorySlotBytes - 1)) ==
 // ranks' own messages: not an emulated link); then all agree. *out holds
 // this rank's host's segment and allreduce where every host has one, and
 // nothing otherwise, with the reason in *why_not (a phrase after
-// "because"). Fails only where a control plane does.
+// "because"): MapSharedMemory with a host's ranks as the group and `world`
+// to agree. Fails only where a control plane does.
 Status MapHostSharedMemory(Transport& transport, ControlPlane& world, const HostLayout& hosts,
                            const HostLayout& machines, bool oversubscribed,
                            HostSharedMemory* out, std::string* why_not);
