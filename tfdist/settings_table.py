@@ -168,7 +168,7 @@ SETTINGS: Tuple[Setting, ...] = (
             "tries beside the others (256 KiB x 2 per rank in /dev/shm); where the job "
             "spans hosts (or TFDIST_VIRTUAL_HOSTS), a segment per host for the "
             "`hierarchical_shm` algorithm, hierarchical with its phases within a host on "
-            "it, which is forced only (1 MiB x 2 per rank). 0 turns both off; they are "
+            "it, which `auto` tries from 4 MiB (1 MiB x 2 per rank). 0 turns both off; they are "
             "off under MPI fault tolerance (ULFM), where a failed peer must surface as "
             "MPI's error.",
             cpp_key="shared_memory", cpp_member="shared_memory"),
