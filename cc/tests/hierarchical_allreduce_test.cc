@@ -465,6 +465,86 @@ TFDIST_TEST(HierarchicalOverSharedMemoryScalesWhileCopyingOut) {
   }
 }
 
+// The spans form (the executor's WhereTheyLie: a group's large tensors where
+// they lie, some read from an input of their own, and its packed small ones)
+// reduces the spans' concatenation as one buffer: against the reference over
+// it, with spans of uneven sizes, an empty one, and spans that start and end
+// inside chunks (slots of 256 bytes).
+TFDIST_TEST(HierarchicalSpansOverSharedMemoryMatchReference) {
+  const std::vector<size_t> span_counts = {5, 0, 130, 1, 77, 64};
+  size_t total = 0;
+  for (size_t n : span_counts) total += n;
+  for (const HostLayout& layout : {HostLayout::Consecutive(4, 2), HostLayout::Consecutive(6, 3),
+                                   HostLayout::FromHostLabels({0, 1, 0, 1})}) {
+    for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
+      for (int segments : {0, 3}) {
+        const int size = layout.size();
+        const size_t element = tfdist::DataTypeSize(dtype);
+        const double scale = dtype == DataType::kInt32 ? 1.0 : 0.5;
+        const std::string label = Describe(layout) + " " + tfdist::DataTypeName(dtype) +
+                                  " segments=" + std::to_string(segments);
+        std::vector<std::unique_ptr<FakeSegment>> host_segments;
+        for (int host = 0; host < layout.host_count(); ++host) {
+          host_segments.push_back(std::make_unique<FakeSegment>(layout.ranks_per_host(), 256));
+        }
+        std::vector<Bytes> inputs(size), results(size);
+        InProcessFabric fabric(size, FabricOptions(InProcessSendMode::kRendezvous));
+        const std::vector<Status> statuses = RunOnThreads(fabric, [&](Transport& transport) {
+          const int rank = transport.rank();
+          inputs[rank] = MakeRankInput(dtype, ReduceOp::kSum, rank, size, total);
+          // Odd spans read from the input and write elsewhere; even ones are in place.
+          Bytes out_of_place(total * element, 0xA5);
+          results[rank] = inputs[rank];
+          std::vector<tfdist::RingSpan> spans;
+          size_t offset = 0;
+          for (size_t i = 0; i < span_counts.size(); ++i) {
+            const size_t bytes = span_counts[i] * element;
+            if (i % 2 == 1) {
+              spans.push_back({bytes, out_of_place.data() + offset, inputs[rank].data() + offset});
+            } else {
+              spans.push_back({bytes, results[rank].data() + offset, nullptr});
+            }
+            offset += bytes;
+          }
+          tfdist::SharedMemoryAllreduce host_memory(
+              layout.local_rank(rank), host_segments[layout.host_of(rank)]->regions(), 256,
+              /*oversubscribed=*/true);
+          TFDIST_RETURN_IF_ERROR(tfdist::HierarchicalAllreduceSpansOverSharedMemory(
+              host_memory, transport, layout, tfdist::CostModelPlanner(kNetwork), spans, dtype,
+              ReduceOp::kSum, scale, segments));
+          offset = 0;
+          for (size_t i = 0; i < span_counts.size(); ++i) {
+            const size_t bytes = span_counts[i] * element;
+            if (i % 2 == 1) {
+              std::copy(out_of_place.begin() + offset, out_of_place.begin() + offset + bytes,
+                        results[rank].begin() + offset);
+            }
+            offset += bytes;
+          }
+          return Status::OK();
+        });
+        std::vector<Bytes> reference_inputs;
+        for (int rank = 0; rank < size; ++rank) {
+          reference_inputs.push_back(MakeRankInput(dtype, ReduceOp::kSum, rank, size, total));
+        }
+        Bytes expected = SequentialReduce(reference_inputs, total, dtype, ReduceOp::kSum);
+        if (scale != 1.0) {
+          tfdist::ConvertScaled(expected.data(), dtype, expected.data(), dtype, total, scale);
+        }
+        for (int rank = 0; rank < size; ++rank) {
+          const std::string where = label + " rank " + std::to_string(rank);
+          CHECK_EQ_MSG(DescribeStatus(statuses[rank]), std::string("OK"), where);
+          if (!statuses[rank].ok()) continue;
+          CHECK_EQ_MSG(FirstMismatch(results[rank], expected, element), -1LL,
+                       where << ": first wrong element");
+          CHECK_EQ_MSG(inputs[rank] == reference_inputs[rank], true, where << ": input written");
+        }
+        CHECK_EQ_MSG(fabric.UndeliveredMessageCount(), size_t{0}, label << ": stray messages");
+      }
+    }
+  }
+}
+
 TFDIST_TEST(HierarchicalOverSharedMemoryKeepsStepAcrossCalls) {
   // Many calls in a row on the same segments, of sizes that end on either
   // slot: a rank that runs ahead into the next call must not refill a slot

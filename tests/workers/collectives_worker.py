@@ -92,8 +92,9 @@ def check_sum_identity(rank, size):
 
 
 def check_grouped_large_members(rank, size):
-    """A group of small and large tensors, every algorithm forced: the ring and "shm" run
-    it as one collective over the tensors where they lie (the executor's WhereTheyLie),
+    """A group of small and large tensors, every algorithm forced: the ring, "shm" and
+    "hierarchical_shm" run it as one collective over the tensors where they lie (the
+    executor's WhereTheyLie),
     the others pack the small ones and run the large ones apart; each member's result
     matches numpy's, and the inputs are left as they were."""
     rng = np.random.default_rng(7)
@@ -709,7 +710,8 @@ def check_auto_trials(rank, size):
 
 def check_auto_trials_grouped_large(rank, size):
     """A fused group with large members goes through its size class's trials as a lone
-    tensor does, whether its candidate of the moment runs it whole (the ring, "shm") or
+    tensor does, whether its candidate of the moment runs it whole (the ring, "shm",
+    "hierarchical_shm") or
     sends the large members apart (the others): every visit is timed, and the class keeps
     one algorithm. The calls the members make while apart are not trials of their own,
     even one in the group's own size class (else each group call would move the class on

@@ -221,12 +221,12 @@ Status CheckLayout(const Transport& transport, const HostLayout& layout) {
 
 }  // namespace
 
-Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
-                                             Transport& transport, const HostLayout& layout,
-                                             const HierarchicalPlanner& planner,
-                                             const void* input, void* output, size_t count,
-                                             DataType dtype, ReduceOp op, double result_scale,
-                                             int segments) {
+Status HierarchicalAllreduceSpansOverSharedMemory(SharedMemoryAllreduce& host_memory,
+                                                  Transport& transport, const HostLayout& layout,
+                                                  const HierarchicalPlanner& planner,
+                                                  const std::vector<RingSpan>& spans,
+                                                  DataType dtype, ReduceOp op,
+                                                  double result_scale, int segments) {
   TFDIST_RETURN_IF_ERROR(CheckReducible(dtype, op));
   TFDIST_RETURN_IF_ERROR(CheckLayout(transport, layout));
   const int local_rank = layout.local_rank(transport.rank());
@@ -239,9 +239,11 @@ Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
         std::to_string(layout.ranks_per_host()) + ", " + std::to_string(layout.host_count()) +
         " hosts)");
   }
-  if (count == 0) return Status::OK();
   const size_t element = DataTypeSize(dtype);
-  const size_t bytes = count * element;
+  size_t bytes = 0;
+  for (const RingSpan& span : spans) bytes += span.bytes;
+  const size_t count = bytes / element;
+  if (count == 0) return Status::OK();
   if (segments <= 0) segments = planner.Segments(layout, bytes);
   segments = static_cast<int>(std::min<size_t>(static_cast<size_t>(segments), count));
   // Every rank of every host cuts the same chunks, so a cross group's ranks
@@ -254,11 +256,21 @@ Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
   const AllreduceAlgorithm cross_algorithm =
       planner.CrossAlgorithm(layout.host_count(), part_count * element);
   SubgroupTransport cross(transport, layout.CrossGroup(local_rank));
-  const RingSpan span{bytes, static_cast<unsigned char*>(output),
-                      input == output ? nullptr : static_cast<const unsigned char*>(input)};
   return host_memory.AllreduceSpansAcrossHosts(
-      {span}, dtype, op, result_scale, chunk_count * element,
+      spans, dtype, op, result_scale, chunk_count * element,
       [&](void* part, size_t n) { return RunAllreduce(cross_algorithm, cross, part, n, dtype, op); });
+}
+
+Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
+                                             Transport& transport, const HostLayout& layout,
+                                             const HierarchicalPlanner& planner,
+                                             const void* input, void* output, size_t count,
+                                             DataType dtype, ReduceOp op, double result_scale,
+                                             int segments) {
+  const RingSpan span{count * DataTypeSize(dtype), static_cast<unsigned char*>(output),
+                      input == output ? nullptr : static_cast<const unsigned char*>(input)};
+  return HierarchicalAllreduceSpansOverSharedMemory(host_memory, transport, layout, planner,
+                                                    {span}, dtype, op, result_scale, segments);
 }
 
 Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,

@@ -2,10 +2,12 @@
 #define TFDIST_CORE_COLLECTIVES_HIERARCHICAL_ALLREDUCE_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "cc/core/base/data_type.h"
 #include "cc/core/base/status.h"
 #include "cc/core/collectives/algorithm.h"
+#include "cc/core/collectives/ring_pipeline.h"
 #include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/transport/host_layout.h"
 #include "cc/core/transport/transport.h"
@@ -51,6 +53,17 @@ Status HierarchicalAllreduceOverSharedMemory(SharedMemoryAllreduce& host_memory,
                                              const void* input, void* output, size_t count,
                                              DataType dtype, ReduceOp op, double result_scale,
                                              int segments = 0);
+// The same over `spans` (ring_pipeline.h's RingSpan: each read from its
+// source, or in place, and written where it lies), reduced as one buffer:
+// a group's large tensors and its packed small ones in one collective, as
+// the flat "shm" and the ring run them. Every rank's spans must add up to
+// the same bytes, a multiple of the element size.
+Status HierarchicalAllreduceSpansOverSharedMemory(SharedMemoryAllreduce& host_memory,
+                                                  Transport& transport, const HostLayout& layout,
+                                                  const HierarchicalPlanner& planner,
+                                                  const std::vector<RingSpan>& spans,
+                                                  DataType dtype, ReduceOp op,
+                                                  double result_scale, int segments = 0);
 
 // In place.
 inline Status HierarchicalAllreduce(Transport& transport, const HostLayout& layout,

@@ -83,30 +83,21 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
     stats_.bytes_sent += 2 * (p - 1) * count * DataTypeSize(dtype) / p;
     return reference_allreduce_.reduce(input, output, count, dtype, op);
   }
-  // On one host, hierarchical over shared memory is its phase within the
-  // host alone: the flat "shm" algorithm, as "hierarchical" there is its
-  // reduce-scatter and allgather.
-  if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory && hosts_.host_count() == 1 &&
-      shared_memory_.allreduce != nullptr) {
-    algorithm = AllreduceAlgorithm::kSharedMemory;
-  }
-  if (algorithm == AllreduceAlgorithm::kSharedMemory) {
-    if (shared_memory_.allreduce == nullptr) {
-      return CannotRun("shm", shared_memory_.unavailable);
+  if (algorithm == AllreduceAlgorithm::kSharedMemory ||
+      algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory) {
+    SharedMemoryAllreduce* shared = SharedMemoryFor(algorithm);
+    if (shared == nullptr) {
+      const bool flat = algorithm == AllreduceAlgorithm::kSharedMemory || hosts_.host_count() == 1;
+      return CannotRun(AllreduceAlgorithmName(algorithm),
+                       flat ? shared_memory_.unavailable : shared_memory_.host_unavailable);
     }
-    CountSharedMemoryBytes(count * DataTypeSize(dtype), transport_.size());
-    return shared_memory_.allreduce->Allreduce(input, output, count, dtype, op, result_scale);
-  }
-  if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory) {
-    if (shared_memory_.host_allreduce == nullptr) {
-      return CannotRun("hierarchical_shm", hosts_.host_count() == 1
-                                               ? shared_memory_.unavailable
-                                               : shared_memory_.host_unavailable);
+    CountSharedMemoryBytes(count * DataTypeSize(dtype), shared->size());
+    if (shared == shared_memory_.host_allreduce) {
+      return HierarchicalAllreduceOverSharedMemory(*shared, wire_, hosts_,
+                                                   CostModelPlanner(network_), input, output,
+                                                   count, dtype, op, result_scale);
     }
-    CountSharedMemoryBytes(count * DataTypeSize(dtype), shared_memory_.host_allreduce->size());
-    return HierarchicalAllreduceOverSharedMemory(*shared_memory_.host_allreduce, wire_, hosts_,
-                                                 CostModelPlanner(network_), input, output,
-                                                 count, dtype, op, result_scale);
+    return shared->Allreduce(input, output, count, dtype, op, result_scale);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
@@ -160,7 +151,8 @@ class CollectiveExecutor::AdasumPlan final : public ExecutorPlan {
   }
 };
 
-// The ring and the shared-memory allreduce read each input where it lies,
+// The ring and the shared-memory allreduces ("shm", "hierarchical_shm") read
+// each input where it lies,
 // write each result straight into its output and apply the postscale as they
 // go: no pass over memory of their own, which for large tensors is most of
 // what the executor costs, and a group with large members runs as one
@@ -173,8 +165,7 @@ class CollectiveExecutor::WhereTheyLiePlan final : public ExecutorPlan {
   bool Applies(const AllreduceGroup& group) const override {
     const TensorDescription& d = group.description;
     const bool spans = group.algorithm == AllreduceAlgorithm::kRing ||
-                       (group.algorithm == AllreduceAlgorithm::kSharedMemory &&
-                        executor_.shared_memory_.allreduce != nullptr);
+                       executor_.SharedMemoryFor(group.algorithm) != nullptr;
     return spans && WireType(d) == d.dtype && d.prescale == 1.0 && !ScalesWhilePacking(d) &&
            (group.has_large || group.requests.size() == 1);
   }
@@ -380,10 +371,15 @@ Status CollectiveExecutor::WhereTheyLie(const std::vector<Request*>& group,
   {
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
-    if (algorithm == AllreduceAlgorithm::kSharedMemory) {
-      CountSharedMemoryBytes(bytes, transport_.size());
-      TFDIST_RETURN_IF_ERROR(
-          shared_memory_.allreduce->AllreduceSpans(spans, d.dtype, d.op, d.postscale));
+    SharedMemoryAllreduce* shared = SharedMemoryFor(algorithm);
+    if (shared != nullptr && shared == shared_memory_.host_allreduce) {
+      CountSharedMemoryBytes(bytes, shared->size());
+      TFDIST_RETURN_IF_ERROR(HierarchicalAllreduceSpansOverSharedMemory(
+          *shared, wire_, hosts_, CostModelPlanner(network_), spans, d.dtype, d.op,
+          d.postscale));
+    } else if (shared != nullptr) {
+      CountSharedMemoryBytes(bytes, shared->size());
+      TFDIST_RETURN_IF_ERROR(shared->AllreduceSpans(spans, d.dtype, d.op, d.postscale));
     } else {
       TFDIST_RETURN_IF_ERROR(RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale));
     }
@@ -519,6 +515,20 @@ Status CollectiveExecutor::AllreduceFused(const std::vector<Request*>& group) {
   CountSaved(sent_before, d);
   CountAllreduce(label, group.size(), bytes, algorithm);
   return Status::OK();
+}
+
+SharedMemoryAllreduce* CollectiveExecutor::SharedMemoryFor(AllreduceAlgorithm algorithm) const {
+  // On one host, hierarchical over shared memory is its phase within the
+  // host alone: the flat "shm" algorithm, as "hierarchical" there is its
+  // reduce-scatter and allgather.
+  if (algorithm == AllreduceAlgorithm::kSharedMemory ||
+      (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory && hosts_.host_count() == 1)) {
+    return shared_memory_.allreduce;
+  }
+  if (algorithm == AllreduceAlgorithm::kHierarchicalSharedMemory) {
+    return shared_memory_.host_allreduce;
+  }
+  return nullptr;
 }
 
 void CollectiveExecutor::CountSharedMemoryBytes(size_t bytes, int sharing) {

@@ -225,6 +225,12 @@ class CollectiveExecutor {
   // What a reduction of `bytes` on a segment that `sharing` ranks share
   // counts as sent.
   void CountSharedMemoryBytes(size_t bytes, int sharing);
+  // The segment's allreduce that runs `algorithm` ("shm", or
+  // "hierarchical_shm": the host's segment across hosts, the flat one on
+  // one host); null where this job has none or `algorithm` is another. It
+  // is shared_memory_.host_allreduce exactly where the phase across hosts
+  // must run too.
+  SharedMemoryAllreduce* SharedMemoryFor(AllreduceAlgorithm algorithm) const;
   // Counts what a compressed collective that sent the wire bytes since
   // `sent_before` saved against sending full-width elements.
   void CountSaved(uint64_t sent_before, const TensorDescription& d);
