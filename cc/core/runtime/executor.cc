@@ -91,13 +91,9 @@ Status CollectiveExecutor::Reduce(const void* input, void* output, size_t count,
       return CannotRun(AllreduceAlgorithmName(algorithm),
                        flat ? shared_memory_.unavailable : shared_memory_.host_unavailable);
     }
-    CountSharedMemoryBytes(count * DataTypeSize(dtype), shared->size());
-    if (shared == shared_memory_.host_allreduce) {
-      return HierarchicalAllreduceOverSharedMemory(*shared, wire_, hosts_,
-                                                   CostModelPlanner(network_), input, output,
-                                                   count, dtype, op, result_scale);
-    }
-    return shared->Allreduce(input, output, count, dtype, op, result_scale);
+    const RingSpan span{count * DataTypeSize(dtype), static_cast<unsigned char*>(output),
+                        input == output ? nullptr : static_cast<const unsigned char*>(input)};
+    return AllreduceOnSegment(*shared, {span}, span.bytes, dtype, op, result_scale);
   }
   return RunAllreduce(algorithm, wire_, hosts_, CostModelPlanner(network_), input, output, count,
                       dtype, op, result_scale);
@@ -371,15 +367,9 @@ Status CollectiveExecutor::WhereTheyLie(const std::vector<Request*>& group,
   {
     TimelineSpan span(timeline_, label, "ALLREDUCE", group.size(), bytes,
                       AllreduceAlgorithmName(algorithm));
-    SharedMemoryAllreduce* shared = SharedMemoryFor(algorithm);
-    if (shared != nullptr && shared == shared_memory_.host_allreduce) {
-      CountSharedMemoryBytes(bytes, shared->size());
-      TFDIST_RETURN_IF_ERROR(HierarchicalAllreduceSpansOverSharedMemory(
-          *shared, wire_, hosts_, CostModelPlanner(network_), spans, d.dtype, d.op,
-          d.postscale));
-    } else if (shared != nullptr) {
-      CountSharedMemoryBytes(bytes, shared->size());
-      TFDIST_RETURN_IF_ERROR(shared->AllreduceSpans(spans, d.dtype, d.op, d.postscale));
+    if (SharedMemoryAllreduce* shared = SharedMemoryFor(algorithm); shared != nullptr) {
+      TFDIST_RETURN_IF_ERROR(
+          AllreduceOnSegment(*shared, spans, bytes, d.dtype, d.op, d.postscale));
     } else {
       TFDIST_RETURN_IF_ERROR(RingAllreduceSpans(wire_, spans, d.dtype, d.op, d.postscale));
     }
@@ -529,6 +519,19 @@ SharedMemoryAllreduce* CollectiveExecutor::SharedMemoryFor(AllreduceAlgorithm al
     return shared_memory_.host_allreduce;
   }
   return nullptr;
+}
+
+Status CollectiveExecutor::AllreduceOnSegment(SharedMemoryAllreduce& segment,
+                                              const std::vector<RingSpan>& spans,
+                                              size_t bytes, DataType dtype, ReduceOp op,
+                                              double result_scale) {
+  CountSharedMemoryBytes(bytes, segment.size());
+  if (&segment == shared_memory_.host_allreduce) {
+    return HierarchicalAllreduceSpansOverSharedMemory(segment, wire_, hosts_,
+                                                      CostModelPlanner(network_), spans, dtype,
+                                                      op, result_scale);
+  }
+  return segment.AllreduceSpans(spans, dtype, op, result_scale);
 }
 
 void CollectiveExecutor::CountSharedMemoryBytes(size_t bytes, int sharing) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cc/core/collectives/ring_pipeline.h"
 #include "cc/core/collectives/shared_memory_allreduce.h"
 #include "cc/core/tuning/algorithm_chooser.h"
 #include "cc/core/tuning/cost_model.h"
@@ -231,6 +232,10 @@ class CollectiveExecutor {
   // is shared_memory_.host_allreduce exactly where the phase across hosts
   // must run too.
   SharedMemoryAllreduce* SharedMemoryFor(AllreduceAlgorithm algorithm) const;
+  // Reduces `spans` (`bytes` in all) on `segment`, one of SharedMemoryFor's:
+  // with the phase across hosts where it is the host's segment, else flat.
+  Status AllreduceOnSegment(SharedMemoryAllreduce& segment, const std::vector<RingSpan>& spans,
+                            size_t bytes, DataType dtype, ReduceOp op, double result_scale);
   // Counts what a compressed collective that sent the wire bytes since
   // `sent_before` saved against sending full-width elements.
   void CountSaved(uint64_t sent_before, const TensorDescription& d);
